@@ -1,0 +1,3 @@
+"""trimgate: keep agent conversations inside the context window, visibly."""
+
+__version__ = "0.1.0"
