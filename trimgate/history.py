@@ -1,0 +1,59 @@
+"""The neutral conversation model shared by the codecs and the trimming core.
+
+A codec turns a provider's history array into a ``Conversation`` of ``Message``
+values. Each message points back at its original wire item by ``index`` and
+carries only what the trimming rules need: its role, whether it starts a turn,
+the tool-call ids it produces and consumes, its estimated size, and its media
+count. The core never sees provider JSON; the codec rebuilds the wire array
+from the untouched original items and the plan.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class Role(enum.Enum):
+    SYSTEM = "system"  # system / developer messages (never a turn start)
+    USER = "user"
+    ASSISTANT = "assistant"
+    TOOL = "tool"  # a message whose role exists only to carry tool results
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    index: int  # position of the original item in the wire array
+    role: Role
+    tokens: int  # estimated tokens of this message (text, tool calls/results, media)
+    text_bytes: int = 0  # UTF-8 bytes of the text-bearing content behind ``tokens``
+    turn_start: bool = False  # a real user message: user role, no tool results
+    calls: tuple[str, ...] = ()  # ids of the tool calls this message makes
+    results: tuple[str, ...] = ()  # ids of the tool calls this message answers
+    # Carries tool results that have no id at all: it pairs with the nearest
+    # earlier message that makes calls, as long as only tool traffic stands between.
+    anonymous_results: bool = False
+    tool_texts: tuple[str, ...] = ()  # the text of each cappable tool result, in order
+    media: int = 0  # images, audio, documents: each costs a fixed token price
+    # False when the message holds nothing but tool calls / tool results, so that
+    # stripping all of them leaves nothing worth sending.
+    other_content: bool = True
+    exempt: bool = False  # the orphan sweep never touches this message
+    breadcrumb: bool = False  # trimgate's own marker, found in an incoming history
+
+    @property
+    def carries_results(self) -> bool:
+        return bool(self.results) or self.anonymous_results
+
+
+@dataclass(frozen=True, slots=True)
+class Conversation:
+    messages: tuple[Message, ...]
+    overhead: int = 0  # tokens counted once: the system field and the tool definitions
+    # The API accepts calls of the newest turn that have no result yet (the
+    # client is about to run them); the sweep must not strip those.
+    pending_calls_ok: bool = False
+
+    @property
+    def tokens(self) -> int:
+        return self.overhead + sum(m.tokens for m in self.messages)

@@ -1,0 +1,69 @@
+"""The codec protocol: one pure module per wire format implements it.
+
+A codec decodes a request body (already parsed JSON) into the neutral
+``Conversation`` and encodes a ``TrimPlan`` back into a body built from the
+original items: untouched items come out as the very same objects, unknown
+fields survive, and only the breadcrumb, stripped tool ids and capped tool
+results are new. It also reads the provider's answers: overflow errors and
+the prompt-token usage that calibration learns from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from trimgate.history import Conversation
+from trimgate.providers.overflow import Overflow
+from trimgate.trimming.pipeline import TrimPlan
+
+JSON = Any  # parsed JSON (orjson.loads): dict / list / str / int / float / bool / None
+
+WIRE_FORMATS = ("openai", "openai-responses", "anthropic", "gemini")
+
+
+@dataclass(frozen=True, slots=True)
+class DecodeOptions:
+    breadcrumb: str  # the breadcrumb text: a user message of exactly this text is ours
+    media_tokens: int = 1600  # the fixed price of an image, audio clip or document
+
+
+@dataclass(frozen=True, slots=True)
+class Decoded:
+    body: dict[str, Any]  # the parsed request body; the plan refers to its items
+    conversation: Conversation
+    model: str | None  # the request's model (Gemini: from the path)
+    output_limit: int | None  # max_tokens / max_completion_tokens / max_output_tokens / ...
+    stream: bool  # the request asks for a streamed answer
+    hoistable: bool = False  # system hoisting applies (OpenAI formats)
+    # Set when the request must be forwarded untouched although it parsed,
+    # e.g. Responses ``input`` given as a plain string (nothing to trim).
+    skip: str | None = None
+
+
+class Codec(Protocol):
+    wire_format: str
+
+    def decode(self, body: JSON, *, path: str, options: DecodeOptions) -> Decoded:
+        """Raise ``DecodeError`` when the body is not the shape this endpoint expects."""
+        ...
+
+    def encode(self, decoded: Decoded, plan: TrimPlan, *, breadcrumb: str) -> dict[str, Any]:
+        """The body to forward: the original items that the plan keeps, in its order."""
+        ...
+
+    def detect_overflow(self, status: int, body: bytes) -> Overflow | None:
+        """A context-window-exceeded answer (any status, 200 included)."""
+        ...
+
+    def detect_stream_overflow(self, head: bytes) -> Overflow | None:
+        """The first bytes of a 200 SSE stream that carry an overflow error."""
+        ...
+
+    def usage(self, body: JSON) -> int | None:
+        """Prompt tokens the provider reports in a non-streamed JSON answer."""
+        ...
+
+    def stream_usage(self, data: str) -> int | None:
+        """Prompt tokens reported by one streamed event's ``data``, if it has them."""
+        ...

@@ -1,0 +1,57 @@
+"""Helpers every codec shares: sizes, the breadcrumb test, and the rebuild loop."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import orjson
+
+from trimgate.trimming.estimate import utf8_len
+from trimgate.trimming.pipeline import TrimPlan
+
+__all__ = ["json_bytes", "rebuild", "utf8_len"]
+
+
+def json_bytes(value: Any) -> int:
+    """UTF-8 size of ``value`` as compact JSON (tool arguments, schemas)."""
+    if isinstance(value, str):
+        return utf8_len(value)
+    try:
+        return len(orjson.dumps(value))
+    except TypeError:  # not JSON-serialisable: cannot come from orjson.loads
+        return len(repr(value))
+
+
+def rebuild(
+    items: Sequence[Any],
+    plan: TrimPlan,
+    *,
+    breadcrumb_item: Callable[[], Any],
+    merge: Callable[[Any], Any],
+    strip: Callable[[Any, frozenset[str]], Any],
+    cap: Callable[[Any, tuple[str | None, ...]], Any],
+) -> list[Any]:
+    """The wire array for ``plan``, built from the original ``items``.
+
+    Items the plan does not touch are the original objects. ``cap`` replaces an
+    item's tool-result texts (None keeps one) and returns a copy; ``strip``
+    returns a copy without the given tool-call ids; ``merge`` returns a copy of
+    a user item with the breadcrumb text in front. None of them mutates.
+    """
+    out: list[Any] = []
+    for pos, message in enumerate(plan.kept):
+        item = items[message.index]
+        texts = plan.capped.get(message.index)
+        if texts is not None:  # before strip: texts follow the decoded order
+            item = cap(item, texts)
+        ids = plan.strip.get(message.index)
+        if ids:
+            item = strip(item, ids)
+        if pos == plan.breadcrumb_at:
+            if plan.placement == "merge":
+                item = merge(item)
+            else:
+                out.append(breadcrumb_item())
+        out.append(item)
+    return out

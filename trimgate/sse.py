@@ -1,0 +1,105 @@
+"""A sans-IO decoder of Server-Sent Events, and an encoder.
+
+``SSEDecoder.decode(chunk)`` takes bytes split anywhere and returns the events
+completed by them; ``flush()`` returns the last event of a stream that ended
+without a blank line. The decoder follows the WHATWG rules that matter for
+relaying: lines end in LF, CRLF or CR; ``data`` lines join with LF; comments
+(``:``) are ignored; a blank line dispatches.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class SSEEvent:
+    data: str
+    event: str = ""
+    id: str | None = None
+
+
+class SSEDecoder:
+    __slots__ = ("_buffer", "_data", "_event", "_id", "_pending_cr", "_size", "max_line")
+
+    def __init__(self, max_line: int = 1 << 20) -> None:
+        self._buffer = bytearray()
+        self._data: list[str] = []
+        self._event = ""
+        self._id: str | None = None
+        self._pending_cr = False
+        self._size = 0
+        self.max_line = max_line  # a longer line is dropped, not buffered without bound
+
+    def decode(self, chunk: bytes) -> list[SSEEvent]:
+        events: list[SSEEvent] = []
+        start = 0
+        n = len(chunk)
+        if self._pending_cr and n and chunk[0] == 0x0A:
+            start = 1  # the LF of a CRLF split across chunks
+        self._pending_cr = False
+        i = start
+        while i < n:
+            b = chunk[i]
+            if b == 0x0A or b == 0x0D:
+                self._buffer += chunk[start:i]
+                self._line(bytes(self._buffer), events)
+                self._buffer.clear()
+                if b == 0x0D:
+                    if i + 1 < n:
+                        if chunk[i + 1] == 0x0A:
+                            i += 1
+                    else:
+                        self._pending_cr = True
+                start = i + 1
+            i += 1
+        if start < n:
+            if len(self._buffer) + n - start > self.max_line:
+                self._buffer.clear()
+            else:
+                self._buffer += chunk[start:]
+        return events
+
+    def flush(self) -> list[SSEEvent]:
+        events: list[SSEEvent] = []
+        if self._buffer:
+            self._line(bytes(self._buffer), events)
+            self._buffer.clear()
+        self._line(b"", events)
+        return events
+
+    def _line(self, raw: bytes, events: list[SSEEvent]) -> None:
+        if not raw:
+            if self._data or self._event:
+                events.append(SSEEvent("\n".join(self._data), self._event, self._id))
+            self._data = []
+            self._event = ""
+            return
+        line = raw.decode("utf-8", "replace")
+        if line[0] == ":":
+            return
+        name, sep, value = line.partition(":")
+        if sep and value.startswith(" "):
+            value = value[1:]
+        if name == "data":
+            self._data.append(value)
+        elif name == "event":
+            self._event = value
+        elif name == "id" and "\0" not in value:
+            self._id = value
+
+
+def encode_event(data: str, *, event: str = "", id: str | None = None) -> bytes:
+    parts: list[str] = []
+    if id is not None:
+        parts.append(f"id: {id}\n")
+    if event:
+        parts.append(f"event: {event}\n")
+    for line in data.split("\n"):
+        parts.append(f"data: {line}\n")
+    parts.append("\n")
+    return "".join(parts).encode("utf-8")
+
+
+def encode_comment(text: str = "") -> bytes:
+    return f": {text}\n\n".encode()

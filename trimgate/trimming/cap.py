@@ -1,0 +1,67 @@
+"""The message-count hard cap, and tool-result capping.
+
+Message cap (``max_history_messages``, SPEC §3 and §6.7): at most ``limit``
+non-system messages are forwarded, the anchor (first real user message)
+included. System messages are always kept. The middle goes: the anchor and
+the newest tail stay. Tool results left at the head of the tail lose their
+calls, so they go too. The cap never empties a conversation: when nothing
+would be left, the newest real user message (or, failing that, the newest
+message) stays.
+
+Tool-result capping (``max_tool_result_chars``): a longer result keeps its
+head (2/3) and tail (1/3) around a marker naming how many characters were cut.
+Lengths are characters (code points), so a cut never splits a character.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from trimgate.history import Message, Role
+
+TRUNCATION_MARKER = "\n\n[... {n} characters truncated ...]\n\n"
+
+
+@dataclass(frozen=True, slots=True)
+class CapResult:
+    kept: tuple[Message, ...]
+    removed: int  # non-system messages removed
+
+
+def cap_messages(messages: Sequence[Message], limit: int) -> CapResult:
+    body = [i for i, m in enumerate(messages) if m.role is not Role.SYSTEM]
+    if limit <= 0 or len(body) <= limit:
+        return CapResult(tuple(messages), 0)
+
+    anchor = next((p for p, i in enumerate(body) if messages[i].turn_start), None)
+    if anchor is not None and limit >= 2 and anchor < len(body) - limit:
+        head = [body[anchor]]
+        tail = body[len(body) - (limit - 1) :]
+    else:
+        head = []
+        tail = body[len(body) - limit :]
+
+    # Tool results at the head of the tail have lost their calls.
+    while tail and messages[tail[0]].carries_results and not messages[tail[0]].turn_start:
+        tail.pop(0)
+
+    keep = set(head) | set(tail)
+    if not keep:
+        fallback = next(
+            (i for i in reversed(body) if messages[i].turn_start),
+            body[-1],
+        )
+        keep = {fallback}
+    kept = tuple(m for i, m in enumerate(messages) if m.role is Role.SYSTEM or i in keep)
+    return CapResult(kept, len(body) - len(keep))
+
+
+def cap_text(text: str, max_chars: int) -> str | None:
+    """The capped form of ``text``, or None when it is short enough."""
+    if max_chars <= 0 or len(text) <= max_chars:
+        return None
+    head = max_chars * 2 // 3
+    tail = max_chars - head
+    removed = len(text) - head - tail
+    return text[:head] + TRUNCATION_MARKER.format(n=removed) + (text[-tail:] if tail else "")

@@ -1,0 +1,71 @@
+"""Token estimates and the calibration maths.
+
+Estimate (SPEC §3): per message ``ceil(utf8_bytes / 4) + 4`` over its
+text-bearing content, plus a fixed price per image, audio clip or document.
+
+Calibration learns, per model, how far the provider's real prompt count is
+from the estimate. The ratio rises quickly and falls slowly: an estimate that
+is too low costs an overflow round trip, one that is too high costs only a
+little context, so the learned ratio leans towards the high observations.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+MESSAGE_FRAMING_TOKENS = 4
+DEFAULT_MEDIA_TOKENS = 1600
+
+MIN_RATIO = 0.5
+MAX_RATIO = 3.0
+RISE = 0.6  # weight of an observation above the current ratio
+FALL = 0.15  # weight of an observation below it
+MIN_OBSERVED_TOKENS = 200  # tiny prompts are dominated by hidden provider framing
+
+
+def utf8_len(text: str) -> int:
+    # ASCII strings (the common case) know their byte length without encoding.
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
+def bytes_tokens(nbytes: int) -> int:
+    """``ceil(nbytes / 4)``: the token estimate of text without message framing."""
+    return (nbytes + 3) // 4
+
+
+def message_tokens(
+    text_bytes: int, media: int = 0, media_tokens: int = DEFAULT_MEDIA_TOKENS
+) -> int:
+    return bytes_tokens(text_bytes) + MESSAGE_FRAMING_TOKENS + media * media_tokens
+
+
+def text_tokens(text: str) -> int:
+    """The estimate of a message whose only content is ``text``."""
+    return message_tokens(utf8_len(text))
+
+
+def scale(tokens: int, ratio: float) -> int:
+    """An estimate in provider tokens: ``ceil(tokens * ratio)``."""
+    if ratio == 1.0:
+        return tokens
+    return math.ceil(tokens * ratio)
+
+
+@dataclass(frozen=True, slots=True)
+class Calibration:
+    ratio: float = 1.0
+    samples: int = 0
+
+
+def observe(state: Calibration, reported: int, estimated: int) -> Calibration:
+    """Fold one provider-reported prompt count into the calibration state."""
+    if estimated < MIN_OBSERVED_TOKENS or reported <= 0:
+        return state
+    observed = min(MAX_RATIO, max(MIN_RATIO, reported / estimated))
+    if state.samples == 0:
+        ratio = observed
+    else:
+        weight = RISE if observed > state.ratio else FALL
+        ratio = state.ratio + weight * (observed - state.ratio)
+    return Calibration(ratio=min(MAX_RATIO, max(MIN_RATIO, ratio)), samples=state.samples + 1)
