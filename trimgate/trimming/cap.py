@@ -58,10 +58,13 @@ def cap_messages(messages: Sequence[Message], limit: int) -> CapResult:
 
 
 def cap_text(text: str, max_chars: int) -> str | None:
-    """The capped form of ``text``, or None when it is short enough."""
+    """The capped form of ``text``, or None when capping would not shorten it."""
     if max_chars <= 0 or len(text) <= max_chars:
         return None
     head = max_chars * 2 // 3
     tail = max_chars - head
     removed = len(text) - head - tail
-    return text[:head] + TRUNCATION_MARKER.format(n=removed) + (text[-tail:] if tail else "")
+    marker = TRUNCATION_MARKER.format(n=removed)
+    if len(marker) >= removed:
+        return None  # the marker would not make it shorter
+    return text[:head] + marker + (text[-tail:] if tail else "")

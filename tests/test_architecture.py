@@ -1,0 +1,35 @@
+"""The import direction of DESIGN.md, enforced."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+PURE = ["trimgate.history", "trimgate.trimming", "trimgate.providers", "trimgate.sse"]
+FORBIDDEN = ["aiohttp", "asyncio", "tenacity", "prometheus_client", "logging"]
+
+
+def test_core_and_codecs_import_no_io() -> None:
+    code = (
+        "import sys\n"
+        f"for name in {PURE!r}: __import__(name)\n"
+        "import trimgate.providers.registry\n"
+        f"print(','.join(m for m in {FORBIDDEN!r} if m in sys.modules))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert out.stdout.strip() == ""
+
+
+def test_trimming_knows_only_history() -> None:
+    code = (
+        "import sys\n"
+        "import trimgate.trimming\n"
+        "print(sorted(m for m in sys.modules if m.startswith('trimgate.')"
+        " and not m.startswith(('trimgate.trimming', 'trimgate.history'))))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert out.stdout.strip() == "[]"

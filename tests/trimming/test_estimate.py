@@ -1,0 +1,73 @@
+from __future__ import annotations
+
+import pytest
+
+from trimgate.trimming.estimate import (
+    MAX_RATIO,
+    MIN_RATIO,
+    Calibration,
+    message_tokens,
+    observe,
+    scale,
+    text_tokens,
+    utf8_len,
+)
+
+
+@pytest.mark.parametrize(
+    ("nbytes", "tokens"),
+    [(0, 4), (40, 14), (11, 7), (16, 8), (13, 8), (40_000, 10_004), (49, 17)],
+)
+def test_reference_anchors(nbytes: int, tokens: int) -> None:
+    assert message_tokens(nbytes) == tokens
+
+
+def test_utf8_bytes_not_characters() -> None:
+    assert utf8_len("héllo") == 6
+    assert utf8_len("日本") == 6
+    assert utf8_len("🙂") == 4
+    assert text_tokens("🙂" * 10) == 10 + 4
+
+
+def test_media_costs_a_fixed_price() -> None:
+    assert message_tokens(0, media=2, media_tokens=1600) == 3204
+
+
+def test_scale_rounds_up() -> None:
+    assert scale(10, 1.0) == 10
+    assert scale(10, 1.25) == 13
+
+
+def test_first_observation_sets_the_ratio() -> None:
+    state = observe(Calibration(), reported=1250, estimated=1000)
+    assert state.ratio == pytest.approx(1.25) and state.samples == 1
+
+
+def test_rises_fast_and_falls_slowly() -> None:
+    state = Calibration(ratio=1.0, samples=5)
+    up = observe(state, 1500, 1000)
+    down = observe(state, 500, 1000)
+    assert up.ratio - 1.0 > 1.0 - down.ratio > 0
+
+
+def test_bounded() -> None:
+    state = Calibration()
+    for _ in range(20):
+        state = observe(state, 1_000_000, 1000)
+    assert state.ratio == MAX_RATIO
+    for _ in range(200):
+        state = observe(state, 1, 1000)
+    assert state.ratio == pytest.approx(MIN_RATIO)
+
+
+def test_tiny_prompts_and_bad_reports_are_ignored() -> None:
+    state = Calibration(ratio=1.1, samples=3)
+    assert observe(state, 500, 50) == state
+    assert observe(state, 0, 5000) == state
+
+
+def test_converges_on_a_steady_ratio() -> None:
+    state = Calibration()
+    for reported in [1200, 1300, 1250, 1220, 1280] * 10:
+        state = observe(state, reported, 1000)
+    assert 1.22 <= state.ratio <= 1.30

@@ -1,0 +1,422 @@
+"""The Anthropic Messages codec: ``POST /v1/messages`` and ``/v1/messages/count_tokens``.
+
+Wire format ``anthropic``. The history is ``messages`` (roles ``user`` and
+``assistant``; a ``system`` role item, which newer API versions accept, is a
+system message here); the top-level ``system`` (string or text blocks) and
+``tools`` are fixed overhead and pass through untouched.
+
+Pairing rules:
+
+* an assistant ``tool_use`` block (``id``) is answered by a ``tool_result``
+  block (``tool_use_id``) in the next user message; Anthropic rejects a
+  ``tool_use`` without its result, including a trailing one (there are no
+  pending calls: ``pending_calls_ok`` is False);
+* server-side blocks (``server_tool_use``, ``web_search_tool_result``,
+  ``web_fetch_tool_result``, ``code_execution_tool_result``, the ``bash_`` /
+  ``text_editor_code_execution_tool_result`` pair, ``tool_search_tool_result``,
+  ``mcp_tool_use`` / ``mcp_tool_result``, ``container_upload``) pair inside
+  one message, are never orphans, and count as text by their JSON size. So
+  does every unknown block type.
+
+A real user message (a turn start) is a ``user`` item with no ``tool_result``
+block, even if it also carries text; trimgate's own breadcrumb (a user item
+whose whole text is the breadcrumb) is not one.
+
+Sizes: text blocks count their ``text``; ``tool_use`` its name and the JSON
+size of its ``input``; ``tool_result`` its text parts (its images and
+documents are media); ``thinking`` its thinking text only (the signature is
+opaque, and ``redacted_thinking`` counts nothing): the API drops thinking of
+earlier turns from the context, so even that is an overestimate. ``image``
+and ``document`` blocks are media.
+
+Encode: ``merge`` puts the breadcrumb in front of the first kept real user
+message: a string content becomes ``breadcrumb + "\\n\\n" + content``; a list
+gets a new text block ``breadcrumb`` in front, so the user's own blocks (and
+their ``cache_control``) stay byte-identical. ``strip`` removes ``tool_use`` /
+``tool_result`` blocks by id; thinking blocks stay with what remains and go
+only when nothing else would (then a short placeholder text keeps the item
+valid, as Anthropic rejects empty content; the core drops such items whole,
+so this is a guard, not the common path).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from trimgate.errors import DecodeError
+from trimgate.history import Conversation, Message, Role
+from trimgate.providers import overflow
+from trimgate.providers.base import JSON, Decoded, DecodeOptions
+from trimgate.providers.common import json_bytes, rebuild, utf8_len
+from trimgate.providers.overflow import Overflow
+from trimgate.trimming.estimate import MESSAGE_FRAMING_TOKENS, bytes_tokens
+from trimgate.trimming.pipeline import TrimPlan
+
+__all__ = ["CODEC", "AnthropicCodec"]
+
+_MEDIA = frozenset({"image", "document"})
+_THINKING = frozenset({"thinking", "redacted_thinking"})
+_STRIPPED_PLACEHOLDER = {
+    "user": "[tool result removed]",
+    "assistant": "[tool call removed]",
+}
+
+
+def _result_content(content: Any, texts: list[str]) -> tuple[int, int]:
+    """(text bytes, media) of a ``tool_result`` content; appends its texts to ``texts``."""
+    if content is None:
+        return 0, 0
+    if isinstance(content, str):
+        texts.append(content)
+        return utf8_len(content), 0
+    if not isinstance(content, list):
+        return json_bytes(content), 0
+    nbytes = media = 0
+    for part in content:
+        if not isinstance(part, dict):
+            nbytes += json_bytes(part)
+            continue
+        kind = part.get("type")
+        if kind == "text":
+            text = part.get("text")
+            if isinstance(text, str):
+                texts.append(text)
+                nbytes += utf8_len(text)
+            else:
+                nbytes += json_bytes(part)
+        elif kind in _MEDIA:
+            media += 1
+        else:  # search_result, tool_reference, unknown parts: their JSON size
+            nbytes += json_bytes(part)
+    return nbytes, media
+
+
+def _is_breadcrumb(content: Any, breadcrumb: str) -> bool:
+    if isinstance(content, str):
+        return content == breadcrumb
+    if isinstance(content, list) and len(content) == 1:
+        block = content[0]
+        return (
+            isinstance(block, dict)
+            and block.get("type") == "text"
+            and block.get("text") == breadcrumb
+        )
+    return False
+
+
+def _system_bytes(system: Any) -> int:
+    if system is None:
+        return 0
+    if isinstance(system, str):
+        return utf8_len(system)
+    if isinstance(system, list):
+        total = 0
+        for block in system:
+            if isinstance(block, dict) and isinstance(block.get("text"), str):
+                total += utf8_len(block["text"])
+            else:
+                total += json_bytes(block)
+        return total
+    raise DecodeError("system is not a string or a list")
+
+
+class AnthropicCodec:
+    wire_format = "anthropic"
+
+    # -- requests ---------------------------------------------------------------
+
+    def decode(self, body: JSON, *, path: str, options: DecodeOptions) -> Decoded:
+        if not isinstance(body, dict):
+            raise DecodeError("body is not an object")
+        items = body.get("messages")
+        if not isinstance(items, list):
+            raise DecodeError("messages is not a list")
+
+        breadcrumb = options.breadcrumb
+        media_tokens = options.media_tokens
+        user, assistant = Role.USER, Role.ASSISTANT  # locals: the loop is hot
+        framing = MESSAGE_FRAMING_TOKENS
+        messages: list[Message] = []
+        append = messages.append
+        for index, item in enumerate(items):
+            if type(item) is not dict:
+                raise DecodeError("message is not an object")
+            wire_role = item.get("role")
+            if wire_role == "user":
+                role = user
+            elif wire_role == "assistant":
+                role = assistant
+            elif wire_role == "system":
+                role = Role.SYSTEM
+            else:
+                raise DecodeError("message role is not user or assistant")
+            content = item.get("content")
+
+            if type(content) is str:
+                nbytes = len(content) if content.isascii() else utf8_len(content)
+                is_crumb = role is user and content == breadcrumb
+                append(
+                    Message(
+                        index=index,
+                        role=role,
+                        tokens=(nbytes + 3) // 4 + framing,  # message_tokens, inlined
+                        text_bytes=nbytes,
+                        turn_start=role is user and not is_crumb,
+                        breadcrumb=is_crumb,
+                    )
+                )
+                continue
+            if type(content) is not list:
+                raise DecodeError("message content is not a string or a list")
+
+            nbytes = media = 0
+            calls: list[str] = []
+            results: list[str] = []
+            texts: list[str] = []
+            anonymous = False
+            has_result = False
+            other = False
+            for block in content:
+                if type(block) is not dict:
+                    raise DecodeError("content block is not an object")
+                kind = block.get("type")
+                if kind == "text":
+                    text = block.get("text")
+                    if type(text) is str:
+                        nbytes += len(text) if text.isascii() else utf8_len(text)
+                    else:
+                        nbytes += json_bytes(block)
+                    other = True
+                elif kind == "tool_use":
+                    name = block.get("name")
+                    if isinstance(name, str):
+                        nbytes += utf8_len(name)
+                    nbytes += json_bytes(block.get("input"))
+                    call_id = block.get("id")
+                    if isinstance(call_id, str):
+                        calls.append(call_id)
+                    else:  # not a call the sweep can pair: plain content
+                        other = True
+                elif kind == "tool_result":
+                    has_result = True
+                    result_id = block.get("tool_use_id")
+                    if isinstance(result_id, str):
+                        results.append(result_id)
+                    else:
+                        anonymous = True
+                    b, m = _result_content(block.get("content"), texts)
+                    nbytes += b
+                    media += m
+                elif kind == "thinking":
+                    thinking = block.get("thinking")
+                    if isinstance(thinking, str):
+                        nbytes += utf8_len(thinking)
+                elif kind == "redacted_thinking":
+                    pass  # opaque, encrypted: not text the model reads back
+                elif kind in _MEDIA:
+                    media += 1
+                    other = True
+                else:  # server-side tool blocks, search_result, unknown types
+                    nbytes += json_bytes(block)
+                    other = True
+
+            is_crumb = (
+                role is user
+                and not has_result
+                and len(content) == 1
+                and _is_breadcrumb(content, breadcrumb)
+            )
+            append(
+                Message(
+                    index=index,
+                    role=role,
+                    tokens=(nbytes + 3) // 4 + framing + media * media_tokens,
+                    text_bytes=nbytes,
+                    turn_start=role is user and not has_result and not is_crumb,
+                    calls=tuple(calls),
+                    results=tuple(results),
+                    anonymous_results=anonymous,
+                    tool_texts=tuple(texts),
+                    media=media,
+                    other_content=other or not (calls or has_result),
+                    breadcrumb=is_crumb,
+                )
+            )
+
+        overhead = bytes_tokens(_system_bytes(body.get("system")))
+        tools = body.get("tools")
+        if tools is not None:
+            overhead += bytes_tokens(json_bytes(tools))
+
+        count_tokens = path.rstrip("/").endswith("/count_tokens")
+        model = body.get("model")
+        limit = body.get("max_tokens")
+        return Decoded(
+            body=body,
+            conversation=Conversation(tuple(messages), overhead=overhead, pending_calls_ok=False),
+            model=model if isinstance(model, str) else None,
+            output_limit=(
+                limit
+                if isinstance(limit, int) and not isinstance(limit, bool) and not count_tokens
+                else None
+            ),
+            stream=body.get("stream") is True and not count_tokens,
+            hoistable=False,
+        )
+
+    def encode(self, decoded: Decoded, plan: TrimPlan, *, breadcrumb: str) -> dict[str, Any]:
+        body = dict(decoded.body)
+        body["messages"] = rebuild(
+            decoded.body["messages"],
+            plan,
+            breadcrumb_item=lambda: {"role": "user", "content": breadcrumb},
+            merge=lambda item: _merge(item, breadcrumb),
+            strip=_strip,
+            cap=_cap,
+        )
+        return body
+
+    # -- answers ----------------------------------------------------------------
+
+    def detect_overflow(self, status: int, body: bytes) -> Overflow | None:
+        return overflow.detect_overflow(status, body, wire_format=self.wire_format)
+
+    def detect_stream_overflow(self, head: bytes) -> Overflow | None:
+        return overflow.detect_stream_overflow(head, wire_format=self.wire_format)
+
+    def usage(self, body: JSON) -> int | None:
+        """``usage`` of a Messages answer (input + cache read + cache creation),
+        or the ``input_tokens`` of a count_tokens answer."""
+        if not isinstance(body, dict):
+            return None
+        usage = body.get("usage")
+        if isinstance(usage, dict):
+            return _usage_total(usage)
+        if body.get("type") == "message_start":  # an event object given whole
+            message = body.get("message")
+            if isinstance(message, dict) and isinstance(message.get("usage"), dict):
+                return _usage_total(message["usage"])
+            return None
+        return _usage_total(body)  # count_tokens: {"input_tokens": N}
+
+    def stream_usage(self, data: str) -> int | None:
+        """The prompt tokens of a ``message_start`` event (the only event whose
+        usage states the prompt; ``message_delta`` repeats it cumulatively)."""
+        if "message_start" not in data or "input_tokens" not in data:
+            return None
+        try:
+            event = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            return None
+        if not isinstance(event, dict) or event.get("type") != "message_start":
+            return None
+        message = event.get("message")
+        if not isinstance(message, dict):
+            return None
+        usage = message.get("usage")
+        return _usage_total(usage) if isinstance(usage, dict) else None
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _usage_total(usage: dict[str, Any]) -> int | None:
+    if not isinstance(usage.get("input_tokens"), int):
+        return None
+    return (
+        _int(usage.get("input_tokens"))
+        + _int(usage.get("cache_read_input_tokens"))
+        + _int(usage.get("cache_creation_input_tokens"))
+    )
+
+
+# -- encode helpers: each returns a copy, never mutates ---------------------------
+
+
+def _merge(item: dict[str, Any], breadcrumb: str) -> dict[str, Any]:
+    content = item.get("content")
+    out = dict(item)
+    if isinstance(content, str):
+        out["content"] = breadcrumb + "\n\n" + content
+    elif isinstance(content, list):
+        out["content"] = [{"type": "text", "text": breadcrumb}, *content]
+    else:  # cannot happen after decode; keep the item valid anyway
+        out["content"] = breadcrumb
+    return out
+
+
+def _strip(item: dict[str, Any], ids: frozenset[str]) -> dict[str, Any]:
+    content = item.get("content")
+    if not isinstance(content, list):
+        return item
+    kept = []
+    removed = False
+    for block in content:
+        kind = block.get("type") if isinstance(block, dict) else None
+        if (kind == "tool_use" and block.get("id") in ids) or (
+            kind == "tool_result" and block.get("tool_use_id") in ids
+        ):
+            removed = True
+            continue
+        kept.append(block)
+    if not removed:
+        return item
+    if all(isinstance(b, dict) and b.get("type") in _THINKING for b in kept):
+        # Thinking alone is not worth sending, and empty content is rejected.
+        role = item.get("role")
+        text = _STRIPPED_PLACEHOLDER.get(role if isinstance(role, str) else "", "[removed]")
+        kept = [{"type": "text", "text": text}]
+    out = dict(item)
+    out["content"] = kept
+    return out
+
+
+def _cap(item: dict[str, Any], texts: tuple[str | None, ...]) -> dict[str, Any]:
+    """Put capped tool-result texts back, in decode order (result by result,
+    then the text parts of each), keeping every block's other fields."""
+    content = item.get("content")
+    if not isinstance(content, list):
+        return item
+    pos = 0
+    new_content: list[Any] | None = None
+    for bi, block in enumerate(content):
+        if not isinstance(block, dict) or block.get("type") != "tool_result":
+            continue
+        inner = block.get("content")
+        if isinstance(inner, str):
+            new = texts[pos] if pos < len(texts) else None
+            pos += 1
+            if new is not None:
+                if new_content is None:
+                    new_content = list(content)
+                new_content[bi] = {**block, "content": new}
+        elif isinstance(inner, list):
+            new_inner: list[Any] | None = None
+            for pi, part in enumerate(inner):
+                if (
+                    not isinstance(part, dict)
+                    or part.get("type") != "text"
+                    or not isinstance(part.get("text"), str)
+                ):
+                    continue
+                new = texts[pos] if pos < len(texts) else None
+                pos += 1
+                if new is not None:
+                    if new_inner is None:
+                        new_inner = list(inner)
+                    new_inner[pi] = {**part, "text": new}
+            if new_inner is not None:
+                if new_content is None:
+                    new_content = list(content)
+                new_content[bi] = {**block, "content": new_inner}
+    if new_content is None:
+        return item
+    out = dict(item)
+    out["content"] = new_content
+    return out
+
+
+CODEC = AnthropicCodec()

@@ -1,0 +1,495 @@
+"""Codec for Gemini ``generateContent`` / ``streamGenerateContent`` / ``countTokens``.
+
+Wire shape: the history is ``contents``, a list of ``{"role": "user"|"model", "parts": [...]}``
+(a missing role means ``user``; the older ``function`` role carries function responses).
+``systemInstruction`` and ``tools`` are fixed overhead. camelCase and snake_case field
+names are both accepted, as the REST API does. A ``countTokens`` body may wrap the request
+in ``generateContentRequest``; it is decoded there and encoded back into the same place.
+
+Pairing rules: a ``functionCall`` part is answered by a ``functionResponse`` part with the
+same ``id`` when the response has one; otherwise by name and order: every content that
+makes calls opens them (synthetic ids per call index, name and occurrence for calls without
+an id), and each response without an id answers the first still-open call of that name.
+A response that answers no open call gets an id of its own that no call carries, so the
+orphan sweep removes it. Calls may not stay pending (``pending_calls_ok`` is False).
+``executableCode`` / ``codeExecutionResult`` are server-side: plain text, never orphans.
+
+A real user message (turn start) is a ``user`` content without any ``functionResponse``
+part that is not trimgate's own breadcrumb (a user content whose text parts join to
+exactly the breadcrumb text).
+
+Cappable tool results: a ``functionResponse`` whose ``response`` object has exactly one
+field and that field is a string (``{"result": "..."}``, ``{"output": "..."}``, ...): that
+string is capped. Any other response shape is counted by its JSON size but never capped.
+
+Merge placement: the breadcrumb goes in a new text part ``breadcrumb + "\\n\\n"`` in front of
+the first kept real user content's parts.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import orjson
+
+from trimgate.errors import DecodeError
+from trimgate.history import Conversation, Message, Role
+from trimgate.providers import overflow as _overflow
+from trimgate.providers.base import JSON, Decoded, DecodeOptions
+from trimgate.providers.common import json_bytes, rebuild, utf8_len
+from trimgate.providers.overflow import Overflow
+from trimgate.trimming.estimate import bytes_tokens, message_tokens
+from trimgate.trimming.pipeline import TrimPlan
+
+__all__ = ["CODEC", "GeminiCodec", "GeminiDecoded"]
+
+_PATH: Final = re.compile(r"(?:^|/)(?:models|tunedModels)/([^/:]+):([A-Za-z]+)$")
+_STREAM_METHOD: Final = "streamGenerateContent"
+_INNER_KEYS: Final = ("generateContentRequest", "generate_content_request")
+_SYNTHETIC: Final = "\x1egemini:"  # prefix of ids trimgate makes up; never on the wire
+
+# Part kinds, by field name (camelCase and snake_case).
+_TEXT, _CALL, _RESPONSE, _MEDIA, _CODE, _CODE_RESULT, _META = range(7)
+_KINDS: Final[dict[str, int]] = {
+    "text": _TEXT,
+    "functionCall": _CALL,
+    "function_call": _CALL,
+    "functionResponse": _RESPONSE,
+    "function_response": _RESPONSE,
+    "inlineData": _MEDIA,
+    "inline_data": _MEDIA,
+    "fileData": _MEDIA,
+    "file_data": _MEDIA,
+    "executableCode": _CODE,
+    "executable_code": _CODE,
+    "codeExecutionResult": _CODE_RESULT,
+    "code_execution_result": _CODE_RESULT,
+    # metadata that rides on a part: kept, never counted
+    "thought": _META,
+    "thoughtSignature": _META,
+    "thought_signature": _META,
+    "videoMetadata": _META,
+    "video_metadata": _META,
+    "partMetadata": _META,
+    "part_metadata": _META,
+    "mediaResolution": _META,
+    "media_resolution": _META,
+}
+_UNKNOWN: Final = -1
+
+# Part ids of one content: (part position, tool-call id) for each call / response part.
+PartIds = tuple[tuple[int, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class GeminiDecoded(Decoded):
+    # Where ``contents`` lives: None (the body itself) or the countTokens wrapper key.
+    inner_key: str | None = None
+    # wire index -> the ids of its call / response parts, so that ``strip`` finds them.
+    part_ids: dict[int, PartIds] = field(default_factory=dict)
+
+
+def _str(value: object) -> str:
+    return value if type(value) is str else ""
+
+
+def _response_text(value: object) -> tuple[str, str] | None:
+    """(field, text) of a cappable ``functionResponse``: one string field in ``response``."""
+    if type(value) is not dict:
+        return None
+    response = value.get("response")
+    if type(response) is not dict or len(response) != 1:
+        return None
+    ((key, text),) = response.items()
+    if type(text) is not str:
+        return None
+    return key, text
+
+
+def _inner_key(body: dict[str, Any]) -> str | None:
+    for key in _INNER_KEYS:
+        if type(body.get(key)) is dict:
+            return key
+    return None
+
+
+def _get(mapping: dict[str, Any], camel: str, snake: str) -> Any:
+    value = mapping.get(camel)
+    return mapping.get(snake) if value is None else value
+
+
+def _system_size(value: object) -> tuple[int, int]:
+    """(text bytes, media) of ``systemInstruction``: a Content, or a bare string."""
+    if value is None:
+        return 0, 0
+    if type(value) is str:
+        return utf8_len(value), 0
+    parts = value.get("parts") if type(value) is dict else None
+    if type(parts) is not list:
+        return json_bytes(value), 0
+    nbytes = media = 0
+    for part in parts:
+        if type(part) is dict:
+            text = part.get("text")
+            if type(text) is str:
+                nbytes += utf8_len(text)
+                continue
+            if any(_KINDS.get(k) == _MEDIA for k in part):
+                media += 1
+                continue
+        nbytes += json_bytes(part)
+    return nbytes, media
+
+
+def _scan(contents: list[Any], options: DecodeOptions) -> tuple[list[Message], dict[int, PartIds]]:
+    """One pass over ``contents``: the neutral messages and each content's part ids."""
+    messages: list[Message] = []
+    part_ids: dict[int, PartIds] = {}
+    crumb = options.breadcrumb
+    crumb_len = utf8_len(crumb)
+    media_tokens = options.media_tokens
+    kinds_get = _KINDS.get
+    # Calls of the latest content that made calls, by name, not yet answered.
+    open_calls: dict[str, list[str]] = {}
+    orphans = 0
+
+    for index, item in enumerate(contents):
+        if type(item) is not dict:
+            raise DecodeError("content is not an object")
+        parts = item.get("parts")
+        if parts is None:
+            parts = ()
+        elif type(parts) is not list:
+            raise DecodeError("parts is not a list")
+
+        nbytes = 0
+        media = 0
+        other = False
+        only_text = True
+        calls: list[str] = []
+        results: list[str] = []
+        texts: list[str] = []
+        ids: list[tuple[int, str]] = []
+        made: dict[str, list[str]] | None = None
+        occurrences: dict[str, int] | None = None
+
+        for pos, part in enumerate(parts):
+            if type(part) is not dict:
+                raise DecodeError("part is not an object")
+            if len(part) == 1:  # fast path: a plain text part
+                text = part.get("text")
+                if type(text) is str:
+                    if text:
+                        nbytes += len(text) if text.isascii() else utf8_len(text)
+                        other = True
+                    continue
+            for key, value in part.items():
+                kind = kinds_get(key, _UNKNOWN)
+                if kind == _TEXT:
+                    if type(value) is str:
+                        if value:
+                            nbytes += utf8_len(value)
+                            other = True
+                    elif value is not None:
+                        nbytes += json_bytes(value)
+                        other = True
+                elif kind == _META:
+                    continue
+                elif kind == _CALL:
+                    only_text = False
+                    if type(value) is not dict:
+                        nbytes += json_bytes(value)
+                        other = True
+                        continue
+                    name = _str(value.get("name"))
+                    nbytes += utf8_len(name)
+                    args = value.get("args")
+                    if args is not None:
+                        nbytes += json_bytes(args)
+                    call_id = value.get("id")
+                    if type(call_id) is not str or not call_id:
+                        if occurrences is None:
+                            occurrences = {}
+                        n = occurrences[name] = occurrences.get(name, 0) + 1
+                        call_id = f"{_SYNTHETIC}{index}:{name}:{n}"
+                    if made is None:
+                        made = {}
+                    made.setdefault(name, []).append(call_id)
+                    calls.append(call_id)
+                    ids.append((pos, call_id))
+                elif kind == _RESPONSE:
+                    only_text = False
+                    if type(value) is not dict:
+                        nbytes += json_bytes(value)
+                        other = True
+                        continue
+                    name = _str(value.get("name"))
+                    nbytes += utf8_len(name)
+                    capped = _response_text(value)
+                    if capped is not None:
+                        nbytes += utf8_len(capped[0]) + utf8_len(capped[1])
+                        texts.append(capped[1])
+                    else:
+                        response = value.get("response")
+                        if response is not None:
+                            nbytes += json_bytes(response)
+                    extra = value.get("parts")  # multimodal function response
+                    if type(extra) is list:
+                        for sub in extra:
+                            if type(sub) is dict and any(kinds_get(k) == _MEDIA for k in sub):
+                                media += 1
+                            else:
+                                nbytes += json_bytes(sub)
+                    result_id = value.get("id")
+                    pending = open_calls.get(name)
+                    if type(result_id) is str and result_id:
+                        if pending and result_id in pending:
+                            pending.remove(result_id)
+                    elif pending:
+                        result_id = pending.pop(0)
+                    else:
+                        orphans += 1
+                        result_id = f"{_SYNTHETIC}orphan:{index}:{orphans}"
+                    results.append(result_id)
+                    ids.append((pos, result_id))
+                elif kind == _MEDIA:
+                    only_text = False
+                    media += 1
+                    other = True
+                elif kind in (_CODE, _CODE_RESULT):
+                    only_text = False
+                    other = True
+                    inner = "code" if kind == _CODE else "output"
+                    if type(value) is dict and type(value.get(inner)) is str:
+                        nbytes += utf8_len(value[inner])
+                    else:
+                        nbytes += json_bytes(value)
+                else:  # unknown part field: its JSON size, so that it is not free
+                    only_text = False
+                    other = True
+                    nbytes += utf8_len(key) + json_bytes(value)
+
+        if made is not None:  # a content that makes calls opens exactly these
+            open_calls = made
+
+        role_name = item.get("role")
+        if role_name is None or role_name == "user" or role_name == "":
+            role = Role.USER
+        elif role_name == "model":
+            role = Role.ASSISTANT
+        elif role_name == "function" or role_name == "tool":
+            role = Role.TOOL
+        else:  # not a role the API knows: never a turn start
+            role = Role.ASSISTANT
+
+        breadcrumb = (
+            role is Role.USER
+            and only_text
+            and nbytes == crumb_len
+            and "".join(_str(p.get("text")) for p in parts) == crumb
+        )
+        if ids:
+            part_ids[index] = tuple(ids)
+        tool = bool(calls or results)
+        messages.append(
+            Message(
+                index=index,
+                role=role,
+                tokens=message_tokens(nbytes, media, media_tokens),
+                text_bytes=nbytes,
+                turn_start=role is Role.USER and not results and not breadcrumb,
+                calls=tuple(calls),
+                results=tuple(results),
+                tool_texts=tuple(texts),
+                media=media,
+                other_content=other or not tool,
+                breadcrumb=breadcrumb,
+            )
+        )
+    return messages, part_ids
+
+
+class GeminiCodec:
+    wire_format = "gemini"
+
+    def decode(self, body: JSON, *, path: str, options: DecodeOptions) -> GeminiDecoded:
+        if type(body) is not dict:
+            raise DecodeError("body is not an object")
+        match = _PATH.search(path)
+        model = match.group(1) if match else None
+        stream = match is not None and match.group(2) == _STREAM_METHOD
+
+        inner_key = None if "contents" in body else _inner_key(body)
+        request: dict[str, Any] = body[inner_key] if inner_key else body
+        contents = request.get("contents")
+        if contents is None:
+            raise DecodeError("contents is missing")
+        if type(contents) is not list:
+            raise DecodeError("contents is not a list")
+
+        messages, part_ids = _scan(contents, options)
+
+        sys_bytes, sys_media = _system_size(
+            _get(request, "systemInstruction", "system_instruction")
+        )
+        overhead = bytes_tokens(sys_bytes) + sys_media * options.media_tokens
+        tools = request.get("tools")
+        if tools is not None:
+            overhead += bytes_tokens(json_bytes(tools))
+
+        output_limit: int | None = None
+        config = _get(request, "generationConfig", "generation_config")
+        if type(config) is dict:
+            limit = _get(config, "maxOutputTokens", "max_output_tokens")
+            if type(limit) is int:
+                output_limit = limit
+
+        return GeminiDecoded(
+            body=body,
+            conversation=Conversation(tuple(messages), overhead=overhead, pending_calls_ok=False),
+            model=model,
+            output_limit=output_limit,
+            stream=stream,
+            hoistable=False,
+            inner_key=inner_key,
+            part_ids=part_ids,
+        )
+
+    def encode(self, decoded: Decoded, plan: TrimPlan, *, breadcrumb: str) -> dict[str, Any]:
+        body = decoded.body
+        if isinstance(decoded, GeminiDecoded):
+            inner_key, part_ids = decoded.inner_key, decoded.part_ids
+        else:  # a plain Decoded: find the ids again (same rules, same result)
+            inner_key = None if "contents" in body else _inner_key(body)
+            part_ids = {}
+        request: dict[str, Any] = body[inner_key] if inner_key else body
+        contents: list[Any] = request["contents"]
+        if plan.strip and not part_ids:
+            part_ids = _scan(contents, DecodeOptions(breadcrumb=breadcrumb))[1]
+
+        # ``strip`` is handed the item, not its index: find the index by the identity of
+        # the original item, or of the copy ``cap`` made of it, else by the ids asked for.
+        origin: dict[int, int] = {id(contents[i]): i for i in plan.strip}
+        by_ids: dict[frozenset[str], int] = {ids: i for i, ids in plan.strip.items()}
+
+        def cap(item: Any, texts: tuple[str | None, ...]) -> Any:
+            new = _cap(item, texts)
+            index = origin.get(id(item))
+            if index is not None:
+                origin[id(new)] = index
+            return new
+
+        def strip(item: Any, ids: frozenset[str]) -> Any:
+            index = origin.get(id(item))
+            if index is None:
+                index = by_ids.get(ids)
+            parts = item.get("parts") or ()
+            if index is not None:
+                drop = {pos for pos, pid in part_ids.get(index, ()) if pid in ids}
+            else:  # not found: the parts whose own id is asked for
+                drop = {pos for pos, part in enumerate(parts) if _own_id(part) in ids}
+            new = dict(item)
+            new["parts"] = [p for pos, p in enumerate(parts) if pos not in drop]
+            return new
+
+        def merge(item: Any) -> Any:
+            new = dict(item)
+            new["parts"] = [{"text": breadcrumb + "\n\n"}, *(item.get("parts") or ())]
+            return new
+
+        def breadcrumb_item() -> Any:
+            return {"role": "user", "parts": [{"text": breadcrumb}]}
+
+        out_contents = rebuild(
+            contents, plan, breadcrumb_item=breadcrumb_item, merge=merge, strip=strip, cap=cap
+        )
+        new_request = dict(request)
+        new_request["contents"] = out_contents
+        if inner_key is None:
+            return new_request
+        out = dict(body)
+        out[inner_key] = new_request
+        return out
+
+    def detect_overflow(self, status: int, body: bytes) -> Overflow | None:
+        return _overflow.detect_overflow(status, body, wire_format=self.wire_format)
+
+    def detect_stream_overflow(self, head: bytes) -> Overflow | None:
+        return _overflow.detect_stream_overflow(head, wire_format=self.wire_format)
+
+    def usage(self, body: JSON) -> int | None:
+        if type(body) is list:  # streamGenerateContent without alt=sse: a JSON array
+            for chunk in reversed(body):
+                found = self.usage(chunk)
+                if found is not None:
+                    return found
+            return None
+        if type(body) is not dict:
+            return None
+        meta = _get(body, "usageMetadata", "usage_metadata")
+        if type(meta) is dict:
+            prompt = _get(meta, "promptTokenCount", "prompt_token_count")
+            if type(prompt) is int:
+                return prompt
+        total = _get(body, "totalTokens", "total_tokens")  # countTokens answer
+        if type(total) is int:
+            return total
+        return None
+
+    def stream_usage(self, data: str) -> int | None:
+        if "promptTokenCount" not in data and "prompt_token_count" not in data:
+            return None
+        try:
+            parsed = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            return None
+        return self.usage(parsed)
+
+
+def _own_id(part: Any) -> str | None:
+    if type(part) is dict:
+        for key, value in part.items():
+            kind = _KINDS.get(key)
+            if kind in (_CALL, _RESPONSE) and type(value) is dict:
+                found = value.get("id")
+                if type(found) is str:
+                    return found
+    return None
+
+
+def _cap(item: Any, texts: tuple[str | None, ...]) -> Any:
+    """A copy of ``item`` with each cappable response text replaced (None keeps it)."""
+    parts = item.get("parts") or []
+    new_parts = list(parts)
+    j = 0
+    for pos, part in enumerate(parts):
+        if type(part) is not dict:
+            continue
+        new_part: dict[str, Any] | None = None
+        for key, value in part.items():
+            if _KINDS.get(key) != _RESPONSE:
+                continue
+            found = _response_text(value)
+            if found is None:
+                continue
+            text = texts[j] if j < len(texts) else None
+            j += 1
+            if text is None:
+                continue
+            response = dict(value["response"])
+            response[found[0]] = text
+            call = dict(value)
+            call["response"] = response
+            if new_part is None:
+                new_part = dict(part)
+            new_part[key] = call
+        if new_part is not None:
+            new_parts[pos] = new_part
+    new = dict(item)
+    new["parts"] = new_parts
+    return new
+
+
+CODEC: Final = GeminiCodec()

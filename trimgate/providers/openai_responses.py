@@ -1,0 +1,507 @@
+"""The OpenAI Responses codec (``POST /v1/responses``, wire format ``openai-responses``).
+
+History: ``input`` when it is a list (a plain string, or no input, is forwarded
+untouched with ``Decoded.skip``). System field: ``instructions`` (overhead, with
+``tools`` and ``text``); ``system`` / ``developer`` messages are Role.SYSTEM.
+
+Every input item is one ``Message``:
+
+* messages (``{"role", "content"}``, with or without ``"type": "message"``);
+  a real user message (a turn start) is any ``role: user`` message, because
+  Responses carries tool results in their own items, never in user messages.
+  A user message whose whole text is the breadcrumb is trimgate's own marker.
+* pairing rules: a client-side call item (``function_call``, ``custom_tool_call``,
+  ``computer_call``, ``local_shell_call``, ``shell_call``, ``apply_patch_call``)
+  makes the call ``call_id``; an item whose type ends in ``_output`` answers the
+  call named by its ``call_id`` (``local_shell_call_output`` names the call by
+  ``id``: the call's ``call_id``, or the call item's own ``id``). Every call
+  needs its output in the same request (no pending calls) and every output
+  needs its call earlier in ``input``.
+* other items carrying a ``call_id`` whose type ends in ``_call`` (or
+  ``program``) are exempt calls: their output pairs with them, but the sweep
+  never removes the call itself, since it may be server-executed.
+* server-side tool traffic (``web_search_call``, ``file_search_call``,
+  ``code_interpreter_call``, ``image_generation_call``, ``mcp_*``) and
+  ``item_reference`` items are exempt, never orphans.
+* with ``previous_response_id`` or ``conversation`` set, an output whose call is
+  not in ``input`` answers a call stored server-side: it is exempt.
+* a ``reasoning`` item directly before client-side calls belongs to them (the API
+  rejects a reasoning item without its following item): it is modelled as making
+  the same calls with no other content, so an orphan sweep that removes all of
+  those calls removes the reasoning item too. It is never a turn start.
+
+Sizes: text parts, refusals, reasoning summaries, call names, arguments and
+inputs, tool-output text. Images, files, audio, screenshots and generated
+images are media. Unknown items and parts count their compact JSON size.
+Encrypted reasoning content is not counted (opaque, like base64 media).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from trimgate.errors import DecodeError
+from trimgate.history import Conversation, Message, Role
+from trimgate.providers import overflow
+from trimgate.providers.base import JSON, Decoded, DecodeOptions
+from trimgate.providers.common import json_bytes, rebuild, utf8_len
+from trimgate.trimming.estimate import bytes_tokens, message_tokens
+from trimgate.trimming.pipeline import TrimPlan
+
+__all__ = ["CODEC", "OpenAIResponsesCodec"]
+
+_CLIENT_CALLS = frozenset(
+    {
+        "function_call",
+        "custom_tool_call",
+        "computer_call",
+        "local_shell_call",
+        "shell_call",
+        "apply_patch_call",
+    }
+)
+_SERVER_SIDE = frozenset(
+    {
+        "web_search_call",
+        "file_search_call",
+        "code_interpreter_call",
+        "image_generation_call",
+        "mcp_list_tools",
+        "mcp_call",
+        "mcp_approval_request",
+        "mcp_approval_response",
+        "item_reference",
+    }
+)
+_TEXT_PARTS = frozenset({"input_text", "output_text", "text", "summary_text", "reasoning_text"})
+_MEDIA_PARTS = frozenset({"input_image", "input_file", "input_audio", "computer_screenshot"})
+_SYSTEM_ROLES = frozenset({"system", "developer"})
+
+
+def _parts_size(parts: list[Any], texts: list[str] | None = None) -> tuple[int, int]:
+    """(text bytes, media) of a content-part list; tool-output texts go to ``texts``."""
+    nbytes = media = 0
+    for part in parts:
+        if type(part) is dict:
+            kind = _kind(part)
+            if kind in _TEXT_PARTS:
+                text = part.get("text")
+                if type(text) is str:
+                    nbytes += utf8_len(text)
+                    if texts is not None:
+                        texts.append(text)
+                    continue
+            elif kind in _MEDIA_PARTS:
+                media += 1
+                continue
+            elif kind == "refusal":
+                refusal = part.get("refusal")
+                if type(refusal) is str:
+                    nbytes += utf8_len(refusal)
+                    continue
+            elif kind == "" and texts is not None and ("stdout" in part or "stderr" in part):
+                # shell_call_output chunk: {"stdout", "stderr", "outcome"}
+                for key in ("stdout", "stderr"):
+                    stream = part.get(key)
+                    if type(stream) is str:
+                        nbytes += utf8_len(stream)
+                        texts.append(stream)
+                continue
+        nbytes += json_bytes(part)
+    return nbytes, media
+
+
+def _content_size(content: Any, texts: list[str] | None = None) -> tuple[int, int]:
+    if type(content) is str:
+        if texts is not None:
+            texts.append(content)
+        return utf8_len(content), 0
+    if type(content) is list:
+        return _parts_size(content, texts)
+    if content is None:
+        return 0, 0
+    if type(content) is dict and _kind(content) in _MEDIA_PARTS:
+        return 0, 1  # computer_call_output: one screenshot
+    return json_bytes(content), 0
+
+
+def _str_bytes(item: dict[str, Any], key: str) -> int:
+    value = item.get(key)
+    if value is None:
+        return 0
+    return utf8_len(value) if type(value) is str else json_bytes(value)
+
+
+def _is_crumb(content: Any, crumb: str) -> bool:
+    if type(content) is str:
+        return content == crumb
+    if type(content) is list and len(content) == 1:
+        part = content[0]
+        return type(part) is dict and _kind(part) in _TEXT_PARTS and part.get("text") == crumb
+    return False
+
+
+def _kind(obj: dict[str, Any], key: str = "type") -> str:
+    """A string field used for dispatch; "" when absent or not a string."""
+    value = obj.get(key)
+    return value if type(value) is str else ""
+
+
+class OpenAIResponsesCodec:
+    wire_format = "openai-responses"
+
+    def decode(self, body: JSON, *, path: str, options: DecodeOptions) -> Decoded:
+        if type(body) is not dict:
+            raise DecodeError("body is not an object")
+        model = body.get("model")
+        limit = body.get("max_output_tokens")
+        output_limit = limit if type(limit) is int else None
+        stream = body.get("stream") is True
+        items = body.get("input")
+
+        overhead = 0
+        instructions = body.get("instructions")
+        if instructions is not None:
+            overhead += bytes_tokens(
+                utf8_len(instructions) if type(instructions) is str else json_bytes(instructions)
+            )
+        tools = body.get("tools")
+        if tools:
+            overhead += bytes_tokens(json_bytes(tools))
+        text_config = body.get("text")
+        if type(text_config) is dict and text_config.get("format") is not None:
+            overhead += bytes_tokens(json_bytes(text_config["format"]))
+
+        model_name = model if type(model) is str else None
+        if items is None or type(items) is str:
+            reason = "input is not a list" if items is not None else "no input"
+            return Decoded(
+                body,
+                Conversation((), overhead),
+                model_name,
+                output_limit,
+                stream,
+                hoistable=True,
+                skip=reason,
+            )
+        if type(items) is not list:
+            raise DecodeError("input is not a list")
+
+        crumb = options.breadcrumb
+        media_tokens = options.media_tokens
+        stored = bool(body.get("previous_response_id") or body.get("conversation"))
+        messages: list[Message] = []
+        seen_calls: set[str] = set()
+        shell_ids: dict[str, str] = {}  # local_shell_call id -> call_id
+        # A reasoning item still followed only by client calls: its position in
+        # ``messages`` (a placeholder until it closes), wire index and size.
+        reasoning_at = reasoning_index = reasoning_bytes = -1
+        reasoning_calls: list[str] = []
+
+        for index, item in enumerate(items):
+            if type(item) is not dict:
+                raise DecodeError("input item is not an object")
+            kind = item.get("type")
+            if type(kind) is not str:
+                kind = ""
+            message: Message
+
+            if kind in _CLIENT_CALLS:
+                call_id = item.get("call_id")
+                if kind == "custom_tool_call":
+                    nbytes = _str_bytes(item, "name") + _str_bytes(item, "input")
+                elif kind == "function_call":
+                    nbytes = _str_bytes(item, "name") + _str_bytes(item, "arguments")
+                elif kind == "apply_patch_call":
+                    nbytes = _str_bytes(item, "operation")
+                else:
+                    nbytes = _str_bytes(item, "action")
+                if type(call_id) is str:
+                    seen_calls.add(call_id)
+                    if kind == "local_shell_call":
+                        own = item.get("id")
+                        if type(own) is str:
+                            shell_ids[own] = call_id
+                    messages.append(
+                        Message(
+                            index=index,
+                            role=Role.ASSISTANT,
+                            tokens=message_tokens(nbytes),
+                            text_bytes=nbytes,
+                            calls=(call_id,),
+                            other_content=False,
+                        )
+                    )
+                    if reasoning_at >= 0:
+                        reasoning_calls.append(call_id)
+                    continue
+                message = Message(
+                    index=index,
+                    role=Role.ASSISTANT,
+                    tokens=message_tokens(nbytes),
+                    text_bytes=nbytes,
+                    exempt=True,  # no id to pair by: leave it to the provider
+                )
+
+            elif kind.endswith("_output"):
+                call_id = item.get("call_id")
+                if type(call_id) is not str and kind == "local_shell_call_output":
+                    own = item.get("id")
+                    if type(own) is str:
+                        call_id = shell_ids.get(own, own)
+                texts: list[str] = []
+                nbytes, media = _content_size(item.get("output"), texts)
+                if kind == "tool_search_output":
+                    nbytes += _str_bytes(item, "tools")
+                elif kind == "program_output":
+                    nbytes += _str_bytes(item, "result")
+                if type(call_id) is str:
+                    message = Message(
+                        index=index,
+                        role=Role.TOOL,
+                        tokens=message_tokens(nbytes, media, media_tokens),
+                        text_bytes=nbytes,
+                        results=(call_id,),
+                        tool_texts=tuple(texts),
+                        media=media,
+                        other_content=False,
+                        exempt=stored and call_id not in seen_calls,
+                    )
+                else:
+                    message = Message(
+                        index=index,
+                        role=Role.TOOL,
+                        tokens=message_tokens(nbytes, media, media_tokens),
+                        text_bytes=nbytes,
+                        media=media,
+                        exempt=True,
+                    )
+
+            elif kind in ("", "message"):
+                role = _kind(item, "role")
+                if not role and not kind:  # an item_reference without its type
+                    nbytes = json_bytes(item)
+                    message = Message(
+                        index=index,
+                        role=Role.ASSISTANT,
+                        tokens=message_tokens(nbytes),
+                        text_bytes=nbytes,
+                        exempt=True,
+                    )
+                else:
+                    content = item.get("content")
+                    nbytes, media = _content_size(content)
+                    tokens = message_tokens(nbytes, media, media_tokens)
+                    if role == "user":
+                        ours = _is_crumb(content, crumb)
+                        message = Message(
+                            index=index,
+                            role=Role.USER,
+                            tokens=tokens,
+                            text_bytes=nbytes,
+                            turn_start=not ours,
+                            media=media,
+                            breadcrumb=ours,
+                        )
+                    else:
+                        message = Message(
+                            index=index,
+                            role=Role.SYSTEM if role in _SYSTEM_ROLES else Role.ASSISTANT,
+                            tokens=tokens,
+                            text_bytes=nbytes,
+                            media=media,
+                        )
+
+            elif kind == "reasoning":
+                if reasoning_at >= 0:
+                    messages[reasoning_at] = _reasoning(
+                        reasoning_index, reasoning_bytes, reasoning_calls
+                    )
+                summary = item.get("summary")
+                nbytes = _parts_size(summary)[0] if type(summary) is list else 0
+                content = item.get("content")
+                if type(content) is list:
+                    nbytes += _parts_size(content)[0]
+                reasoning_at, reasoning_index, reasoning_bytes = len(messages), index, nbytes
+                reasoning_calls = []
+                messages.append(_PLACEHOLDER)
+                continue
+
+            else:
+                call_id = item.get("call_id")
+                media = 0
+                if kind == "image_generation_call":
+                    nbytes = _str_bytes(item, "revised_prompt")
+                    media = 1
+                elif kind == "mcp_call":
+                    nbytes = (
+                        _str_bytes(item, "name")
+                        + _str_bytes(item, "arguments")
+                        + _str_bytes(item, "output")
+                    )
+                else:
+                    nbytes = json_bytes(item)
+                server = kind in _SERVER_SIDE
+                calls: tuple[str, ...] = ()
+                if type(call_id) is str and (kind == "program" or kind.endswith("_call")):
+                    calls = (call_id,)  # pairs with its output, never swept itself
+                    seen_calls.add(call_id)
+                exempt_call = bool(calls)
+                message = Message(
+                    index=index,
+                    role=Role.SYSTEM if _kind(item, "role") in _SYSTEM_ROLES else Role.ASSISTANT,
+                    tokens=message_tokens(nbytes, media, media_tokens),
+                    text_bytes=nbytes,
+                    media=media,
+                    calls=calls,
+                    other_content=not (server or exempt_call),
+                    exempt=server or exempt_call,
+                )
+
+            if reasoning_at >= 0:
+                messages[reasoning_at] = _reasoning(
+                    reasoning_index, reasoning_bytes, reasoning_calls
+                )
+                reasoning_at = -1
+            messages.append(message)
+
+        if reasoning_at >= 0:
+            messages[reasoning_at] = _reasoning(reasoning_index, reasoning_bytes, reasoning_calls)
+        conversation = Conversation(tuple(messages), overhead, pending_calls_ok=False)
+        return Decoded(body, conversation, model_name, output_limit, stream, hoistable=True)
+
+    def encode(self, decoded: Decoded, plan: TrimPlan, *, breadcrumb: str) -> dict[str, Any]:
+        out = dict(decoded.body)
+        if decoded.skip is not None:
+            return out
+
+        def crumb_item() -> dict[str, Any]:
+            return {"role": "user", "content": breadcrumb}
+
+        def merge(item: dict[str, Any]) -> dict[str, Any]:
+            return _merge(item, breadcrumb)
+
+        out["input"] = rebuild(
+            decoded.body["input"],
+            plan,
+            breadcrumb_item=crumb_item,
+            merge=merge,
+            strip=_strip,
+            cap=_cap,
+        )
+        return out
+
+    def detect_overflow(self, status: int, body: bytes) -> overflow.Overflow | None:
+        return overflow.detect_overflow(status, body, wire_format=self.wire_format)
+
+    def detect_stream_overflow(self, head: bytes) -> overflow.Overflow | None:
+        return overflow.detect_stream_overflow(head, wire_format=self.wire_format)
+
+    def usage(self, body: JSON) -> int | None:
+        if type(body) is not dict:
+            return None
+        return _input_tokens(body.get("usage"))
+
+    def stream_usage(self, data: str) -> int | None:
+        # response.completed (and response.incomplete) carry the final usage.
+        if '"input_tokens"' not in data or '"response.' not in data:
+            return None
+        try:
+            event = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            return None
+        if type(event) is not dict or event.get("type") not in _USAGE_EVENTS:
+            return None
+        response = event.get("response")
+        if type(response) is not dict:
+            return None
+        return _input_tokens(response.get("usage"))
+
+
+_USAGE_EVENTS = frozenset({"response.completed", "response.incomplete"})
+
+
+def _input_tokens(usage: Any) -> int | None:
+    if type(usage) is not dict:
+        return None
+    tokens = usage.get("input_tokens")
+    return tokens if type(tokens) is int else None
+
+
+_PLACEHOLDER = Message(index=-1, role=Role.ASSISTANT, tokens=0)
+
+
+def _reasoning(index: int, nbytes: int, calls: list[str]) -> Message:
+    """A reasoning item; it belongs to the client calls that directly follow it."""
+    return Message(
+        index=index,
+        role=Role.ASSISTANT,
+        tokens=message_tokens(nbytes),
+        text_bytes=nbytes,
+        calls=tuple(calls),
+        other_content=not calls,
+    )
+
+
+def _merge(item: dict[str, Any], breadcrumb: str) -> dict[str, Any]:
+    """The breadcrumb in front of a user message: string content stays a string,
+    list content gets a new ``input_text`` part in front (the user's own parts,
+    with their cache breakpoints, stay as they are)."""
+    out = dict(item)
+    content = item.get("content")
+    if type(content) is str:
+        out["content"] = breadcrumb + "\n\n" + content
+    elif type(content) is list:
+        out["content"] = [{"type": "input_text", "text": breadcrumb + "\n\n"}, *content]
+    else:
+        out["content"] = breadcrumb
+    return out
+
+
+def _strip(item: dict[str, Any], ids: frozenset[str]) -> dict[str, Any]:
+    """Every Responses tool item carries exactly one call or output, so the sweep
+    removes such items whole; a partial strip only reaches a reasoning item that
+    keeps some of its calls, and the reasoning item stays as it is."""
+    return item
+
+
+def _cap(item: dict[str, Any], texts: tuple[str | None, ...]) -> dict[str, Any]:
+    """Replace the output texts in decode order: a string output, then the text
+    parts of a list output (``shell_call_output`` chunks: stdout, then stderr)."""
+    output = item.get("output")
+    out = dict(item)
+    if type(output) is str:
+        if texts and texts[0] is not None:
+            out["output"] = texts[0]
+        return out
+    if type(output) is not list:
+        return out
+    pos = 0
+    parts: list[Any] = []
+    for part in output:
+        if type(part) is dict:
+            kind = _kind(part)
+            if kind in _TEXT_PARTS and type(part.get("text")) is str:
+                new = texts[pos] if pos < len(texts) else None
+                pos += 1
+                if new is not None:
+                    part = {**part, "text": new}
+            elif kind == "" and ("stdout" in part or "stderr" in part):
+                changed: dict[str, Any] | None = None
+                for key in ("stdout", "stderr"):
+                    if type(part.get(key)) is str:
+                        new = texts[pos] if pos < len(texts) else None
+                        pos += 1
+                        if new is not None:
+                            changed = changed if changed is not None else dict(part)
+                            changed[key] = new
+                if changed is not None:
+                    part = changed
+        parts.append(part)
+    out["output"] = parts
+    return out
+
+
+CODEC = OpenAIResponsesCodec()

@@ -1,0 +1,584 @@
+"""Recognise a provider's "context window exceeded" answer, precisely.
+
+Reactive trimming (SPEC 3, 6.5 and 6.6) drops turns and retries when the provider
+says the prompt does not fit. A false positive destroys conversation context for
+nothing, so recognition is deliberately narrow:
+
+* Rate limits are never overflows, tokens-per-minute ones included (OpenAI 429
+  "Request too large ... tokens per min (TPM)", Groq's 413 TPM answer, Anthropic's
+  "would exceed the rate limit ... input tokens per minute ... reduce the prompt
+  length"), nor are quota, key, permission, not-found and overload answers.
+* Byte-size limits (Anthropic's 413 ``request_too_large``, HTML 413 pages, Bedrock's
+  body length) and output limits (``max_tokens is too large``) are not overflows.
+* When the message itemises an output reservation that alone fills the window
+  ("... 10000 in the completion" with a 4097 window), no prompt can fit: not an
+  overflow, the error goes back untouched.
+
+The body is read wherever a provider or gateway puts the error: nested ``error``
+objects, ``error.message`` or OpenRouter's ``metadata.raw`` holding JSON, Gemini's
+list bodies with ``status``/``details``/``errors``, FastAPI ``detail``, Bedrock's bare
+``message``, TGI's string ``error``, an error JSON sent with status 200, and the
+first events of a 200 SSE stream.
+
+``Overflow.real`` / ``Overflow.maximum`` are what the retry aims at
+(``estimate * maximum / real``): ``real`` is the prompt the provider counted (the
+messages/input part when itemised, else the total), ``maximum`` the window it states
+minus the output reservation when it itemises one, so ``real - maximum`` is exactly
+the stated deficit. Both are None when the body does not state them.
+
+Pure: stdlib + orjson. Every regex is compiled at import; cheap substring checks
+run before any parsing; only the first 64 KiB of a stream head are read and a body
+over 64 KiB is never an overflow.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Final
+
+import orjson
+
+__all__ = ["MAX_BYTES", "Overflow", "detect_overflow", "detect_stream_overflow"]
+
+MAX_BYTES: Final = 64 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Overflow:
+    real: int | None  # prompt tokens the provider says the request had (None if not stated)
+    maximum: int | None  # the limit it states (None if not stated)
+
+
+# --------------------------------------------------------------------------- cheap gates
+
+# An overflow body contains at least one of these (lower-cased) fragments.
+_HINTS: Final = (
+    b"context",
+    b"token",
+    b"too long",
+    b"too large",
+    b"exceed",
+    b"maximum",
+    b"length",
+    b"does not fit",
+    b"max_tokens",
+)
+
+# Statuses that are never an overflow, as HTTP status or as a code inside the body.
+_NEVER_STATUSES: Final = frozenset({401, 402, 403, 404, 407, 429, 529})
+
+# ``type`` / ``code`` / ``status`` / ``reason`` values (lower-cased) that rule an overflow out.
+_NEVER_CODES: Final = frozenset(
+    {
+        "rate_limit_exceeded",
+        "rate_limit_error",
+        "ratelimiterror",
+        "insufficient_quota",
+        "quota_exceeded",
+        "resource_exhausted",
+        "tokens",  # OpenAI / Groq: the ``type`` of a tokens-per-minute limit
+        "requests",  # OpenAI: the ``type`` of a requests-per-minute limit
+        "throttlingexception",
+        "throttling_exception",
+        "too_many_requests",
+        "overloaded_error",
+        "authentication_error",
+        "permission_error",
+        "permission_denied",
+        "unauthenticated",
+        "invalid_api_key",
+        "api_key_invalid",
+        "billing_error",
+        "content_filter",
+    }
+)
+
+# ``type`` / ``code`` values that say "context window exceeded" on their own.
+_OVERFLOW_CODES: Final = frozenset(
+    {
+        "context_length_exceeded",
+        "exceed_context_size_error",
+        "context_window_exceeded",
+        "model_context_window_exceeded",
+        "context_exceeded",
+    }
+)
+
+_RATE_RE: Final = re.compile(
+    r"rate[ _-]?limit|tokens? per (?:min|minute|hour|day)\b|requests? per (?:min|minute|day)\b"
+    r"|\b(?:tpm|rpm|tpd|rpd|itpm|otpm)\b|quota|too many requests|throttl"
+    r"|resource[ _]exhausted|insufficient[ _](?:quota|balance|credits?)",
+    re.IGNORECASE,
+)
+
+# --------------------------------------------------------------------------- messages
+
+_N: Final = r"\d+(?:,\d{3})*"  # 4097, 200000, 5,958,968 (never swallows a trailing comma)
+
+
+def _p(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern.replace("{N}", _N), re.IGNORECASE)
+
+
+# Itemised parts of a "you requested T tokens (...)" message.
+_PART_RE: Final = _p(
+    r"(?P<n>{N}) (?:in|of|for) (?:the |your )?"
+    r"(?P<what>messages|prompt|functions|tools?|text input|tool input|completion|output)\b"
+)
+_PROMPT_PARTS: Final = frozenset({"messages", "prompt", "functions", "tool", "tools"})
+_PROMPT_PARTS_2: Final = frozenset({"text input", "tool input"})
+
+# A pattern's named groups: real (prompt tokens), max (window), comp (output reservation),
+# total (everything requested), parts (an itemised breadcrumb). Order: specific first.
+_PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
+    # vLLM >= 0.8: "... maximum context length is L tokens. However, you requested C output
+    # tokens and your prompt contains at least P input tokens ..."
+    _p(
+        r"maximum context length is (?P<max>{N}) tokens?\.? however,? you requested (?P<comp>{N})"
+        r" output tokens(?: and your prompt contains (?:at least )?(?P<real>{N}) input tokens)?"
+    ),
+    # vLLM: "'max_tokens' ... is too large: C. This model's maximum context length is L tokens
+    # and your request has P input tokens (C > L - P)"
+    _p(
+        r"maximum context length is (?P<max>{N}) tokens? and your request has (?P<real>{N})"
+        r" input tokens \((?P<comp>{N}) >"
+    ),
+    # OpenAI / Azure / vLLM / FastChat / DeepSeek
+    _p(
+        r"maximum context length is (?P<max>{N}) tokens?[.,]? however,? your messages resulted"
+        r" in (?P<real>{N}) tokens"
+    ),
+    # OpenAI / Azure / vLLM / DeepSeek / OpenRouter (itemised or not)
+    _p(
+        r"maximum context length is (?P<max>{N}) tokens?[.,]? however,? you requested"
+        r" (?:about )?(?P<total>{N}) tokens(?: \((?P<parts>[^)]*)\))?"
+    ),
+    # OpenAI (newer)
+    _p(
+        r"input tokens exceed the configured limit of (?P<max>{N}) tokens\.? your messages"
+        r" resulted in (?P<real>{N}) tokens"
+    ),
+    # SGLang
+    _p(
+        r"maximum context length of (?P<max>{N}) tokens\.? you requested a total of"
+        r" (?P<total>{N}) tokens: (?P<real>{N}) tokens from the input messages and"
+        r" (?P<comp>{N}) tokens for the completion"
+    ),
+    # LiteLLM / OpenAI-compatible proxies
+    _p(r"requested token count exceeds the model'?s maximum context length of (?P<max>{N}) tokens"),
+    _p(r"maximum context length (?:has been|was) exceeded"),
+    # Anthropic (also through Bedrock, Vertex, OpenRouter, LiteLLM)
+    _p(r"prompt is too long: (?P<real>{N}) tokens > (?P<max>{N}) maximum"),
+    # Ollama (newer)
+    _p(r"prompt is too long: (?P<real>{N}), model maximum context length: (?P<max>{N})"),
+    _p(
+        r"input length and `?max_tokens`? exceed context limit: (?P<real>{N}) \+ (?P<comp>{N})"
+        r" > (?P<max>{N})"
+    ),
+    _p(r"\bprompt is too long\b"),
+    # Gemini / Vertex
+    _p(
+        r"input token count(?: \((?P<real>{N})\))? exceeds the maximum number of tokens"
+        r" allowed(?: \(?(?P<max>{N})\)?)?"
+    ),
+    # xAI
+    _p(r"maximum prompt length is (?P<max>{N}) but the request contains (?P<real>{N}) tokens"),
+    # llama.cpp server
+    _p(
+        r"request \((?P<real>{N}) tokens\) exceeds the available context size"
+        r" \((?P<max>{N}) tokens\)"
+    ),
+    _p(r"exceeds the available context size"),
+    # TGI / Hugging Face / Together
+    _p(
+        r"inputs`? tokens \+ `?max_new_tokens`? must be <= (?P<max>{N})\.? given: (?P<real>{N})"
+        r" `?inputs`? tokens and (?P<comp>{N}) `?max_new_tokens"
+    ),
+    _p(r"inputs`? must have less than (?P<max>{N}) tokens\.? given: (?P<real>{N})"),
+    # LM Studio
+    _p(
+        r"trying to keep the first (?P<real>{N}) tokens when context the overflows\.? however,"
+        r" the model is loaded with context length of only (?P<max>{N}) tokens"
+    ),
+    _p(
+        r"tokens to keep from the initial prompt is greater than the context length"
+        r"(?: \(n_keep: (?P<real>{N}) ?>= ?n_ctx: (?P<max>{N})\))?"
+    ),
+    _p(
+        r"input does not fit in context length\.? the input has (?P<real>{N}) tokens, but the"
+        r" context length only supports (?P<max>{N}) tokens"
+    ),
+    # Mistral
+    _p(
+        r"prompt contains (?P<real>{N}) tokens\b[^.]{0,80}?too large for model with (?P<max>{N})"
+        r" maximum context length"
+    ),
+    # Ollama
+    _p(r"prompt too long; exceeded (?:max )?context length"),
+    _p(r"input length exceeds the context length"),
+    # SGLang / Together
+    _p(
+        r"input \((?P<real>{N}) tokens\) is longer than the model'?s context length"
+        r" \((?P<max>{N}) tokens\)"
+    ),
+    # SGLang / OpenRouter (Poolside) / OpenAI-compatible
+    _p(
+        r"input length \(?(?P<real>{N})(?: tokens)?\)? exceeds (?:the )?(?:model'?s )?maximum"
+        r" (?:allowed (?:input )?length|context length)(?: of)? \(?(?P<max>{N})(?: tokens)?\)?"
+    ),
+    # GitHub Copilot
+    _p(r"prompt token count of (?P<real>{N}) exceeds the limit of (?P<max>{N})"),
+    # Cerebras
+    _p(
+        r"reduce the length of the messages or completion\.? current length is (?P<real>{N})"
+        r" while limit is (?P<max>{N})"
+    ),
+    # Groq (and the tail of OpenAI's messages)
+    _p(r"please reduce the length of the messages"),
+    # OpenAI Responses / Azure
+    _p(r"input exceeds the context window"),
+    # Bedrock
+    _p(r"input is too long for requested model"),
+    # vLLM (older)
+    _p(
+        r"prompt \(total length (?P<real>{N})\) is too long to fit into the model"
+        r" \(context length (?P<max>{N})\)"
+    ),
+    _p(r"prompt \(length (?P<real>{N})\) is longer than the maximum model length of (?P<max>{N})"),
+    # Kimi / Moonshot
+    _p(r"exceeded model token limit: (?P<max>{N}) \(requested: (?P<real>{N})\)"),
+    # ds4
+    _p(
+        r"prompt has (?P<real>{N}) tokens?, but the configured context size is (?P<max>{N}) tokens?"
+    ),
+    _p(r"prompt tokens \((?P<real>{N})\) exceeds context size \((?P<max>{N})\)"),
+    # oMLX
+    _p(r"prompt too long: (?P<real>{N}) tokens exceeds max context window of (?P<max>{N}) tokens"),
+    # kronk
+    _p(r"the context window is full"),
+    # vLLM (older): max_tokens defaulted to max_model_len - prompt_tokens went negative
+    _p(r"max_tokens must be at least 1, got -\d+"),
+)
+
+# llama.cpp and LM Studio also say this when the shared KV pool runs out or generation
+# fills the window (a 500 server_error, also mid-stream); only a 4xx means the prompt.
+_CTX_SIZE_RE: Final = _p(r"context size has been exceeded")
+
+# --------------------------------------------------------------------------- JSON walking
+
+_TEXT_KEYS: Final = ("message", "msg", "detail", "error", "error_message", "errorMessage", "raw")
+_CODE_KEYS: Final = ("type", "code", "status", "reason", "error_type", "errorType", "__type")
+_STATUS_KEYS: Final = ("http_status_code", "status_code", "statusCode")
+_NEST_KEYS: Final = ("error", "metadata", "details", "errors", "innererror", "detail")
+_MAX_DEPTH: Final = 6
+_MAX_ITEMS: Final = 16
+
+_decoder: Final = json.JSONDecoder()
+
+
+class _Facts:
+    __slots__ = ("codes", "counts", "statuses", "texts")
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+        self.codes: set[str] = set()
+        self.statuses: list[int] = []
+        self.counts: dict[str, int] = {}
+
+
+def _walk_error(node: Any, facts: _Facts, depth: int) -> None:
+    """Collect messages, codes and counts from an error object and the errors inside it."""
+    if depth > _MAX_DEPTH:
+        return
+    if isinstance(node, str):
+        _add_text(node, facts, depth)
+        return
+    if isinstance(node, list):
+        for item in node[:_MAX_ITEMS]:
+            _walk_error(item, facts, depth + 1)
+        return
+    if not isinstance(node, dict):
+        return
+    for key in _TEXT_KEYS:
+        value = node.get(key)
+        if isinstance(value, str):
+            _add_text(value, facts, depth)
+    for key in _CODE_KEYS:
+        value = node.get(key)
+        if isinstance(value, str):
+            if value:
+                facts.codes.add(value.lower())
+        elif isinstance(value, int) and not isinstance(value, bool) and 100 <= value <= 599:
+            facts.statuses.append(value)
+    for key in _STATUS_KEYS:
+        value = node.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and 100 <= value <= 599:
+            facts.statuses.append(value)
+    for key in ("n_prompt_tokens", "n_ctx"):
+        value = node.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            facts.counts[key] = value
+    for key in _NEST_KEYS:
+        value = node.get(key)
+        if isinstance(value, (dict, list)):
+            _walk_error(value, facts, depth + 1)
+    response = node.get("response")  # Responses API: response.failed carries response.error
+    if isinstance(response, dict) and isinstance(response.get("error"), dict):
+        _walk_error(response["error"], facts, depth + 1)
+
+
+def _add_text(text: str, facts: _Facts, depth: int) -> None:
+    facts.texts.append(text)
+    # A message that itself holds JSON (gateways relaying the provider's body).
+    start = text.find("{")
+    if start < 0 or depth >= _MAX_DEPTH:
+        return
+    first_list = text.find("[")
+    if 0 <= first_list < start and text[first_list + 1 : start].strip() == "":
+        start = first_list
+    try:
+        inner, _ = _decoder.raw_decode(text, start)
+    except ValueError:
+        return
+    if isinstance(inner, (dict, list)):
+        _walk_document(inner, facts, depth + 1, error_status=True)
+
+
+def _walk_document(doc: Any, facts: _Facts, depth: int, *, error_status: bool) -> bool:
+    """Walk the error parts of a parsed body; False when it holds no error at all.
+
+    A success body (``choices``, ``candidates``, ``content``...) is never read, so an
+    assistant reply that quotes an overflow message cannot trigger a retry.
+    """
+    if isinstance(doc, list):
+        found = False
+        for item in doc[:_MAX_ITEMS]:
+            found = _walk_document(item, facts, depth + 1, error_status=error_status) or found
+        return found
+    if isinstance(doc, str):
+        if error_status:
+            _add_text(doc, facts, depth)
+            return True
+        return False
+    if not isinstance(doc, dict):
+        return False
+    error = doc.get("error")
+    kind = doc.get("type")
+    if error not in (None, False, "", {}, []):
+        _walk_error(doc, facts, depth)
+        return True
+    if kind == "error" or doc.get("object") == "error":
+        _walk_error(doc, facts, depth)
+        return True
+    if kind == "response.failed":
+        _walk_error(doc, facts, depth)
+        return True
+    if error_status:
+        _walk_error(doc, facts, depth)
+        return True
+    return False
+
+
+# --------------------------------------------------------------------------- decision
+
+
+def _num(value: str | None) -> int | None:
+    return int(value.replace(",", "")) if value else None
+
+
+# Sentinel, compared by identity: the message states an overflow that no prompt can fix.
+_NOT_FIXABLE: Final = Overflow(None, None)
+
+
+def _read_message(text: str) -> Overflow | None:
+    """The overflow a message states; ``_NOT_FIXABLE`` when the output alone fills it."""
+    for pattern in _PATTERNS:
+        match = pattern.search(text)
+        if match is None:
+            continue
+        groups = match.groupdict()
+        real = _num(groups.get("real"))
+        limit = _num(groups.get("max"))
+        comp = _num(groups.get("comp"))
+        total = _num(groups.get("total"))
+        parts = groups.get("parts")
+        if parts:
+            prompt_sum = comp_sum = 0
+            seen_prompt = seen_comp = False
+            for part in _PART_RE.finditer(parts):
+                what = part.group("what").lower()
+                n = int(part.group("n").replace(",", ""))
+                if what in _PROMPT_PARTS or what in _PROMPT_PARTS_2:
+                    prompt_sum += n
+                    seen_prompt = True
+                else:
+                    comp_sum += n
+                    seen_comp = True
+            if seen_prompt:
+                real = prompt_sum
+            if seen_comp:
+                comp = comp_sum
+        if real is None and total is not None:
+            real = total - comp if comp is not None else total
+        if comp is not None and limit is not None:
+            available = limit - comp
+            if available <= 0:
+                return _NOT_FIXABLE
+            limit = available
+        return Overflow(real, limit)
+    return None
+
+
+def _effective_status(http_status: int, facts: _Facts) -> int:
+    if http_status >= 400:
+        return http_status
+    for status in facts.statuses:
+        if status >= 400:
+            return status
+    return http_status
+
+
+def _decide(http_status: int, facts: _Facts) -> Overflow | None:
+    if http_status in _NEVER_STATUSES or any(s in _NEVER_STATUSES for s in facts.statuses):
+        return None
+    if facts.codes & _NEVER_CODES:
+        return None
+    if any(_RATE_RE.search(text) for text in facts.texts):
+        return None
+    found: Overflow | None = None
+    for text in facts.texts:
+        result = _read_message(text)
+        if result is _NOT_FIXABLE:
+            return None
+        if result is not None and (found is None or (found.real is None and found.maximum is None)):
+            found = result
+    if found is None and facts.codes & _OVERFLOW_CODES:
+        found = Overflow(None, None)
+    if (
+        found is None
+        and 400 <= _effective_status(http_status, facts) < 500
+        and any(_CTX_SIZE_RE.search(text) for text in facts.texts)
+    ):
+        found = Overflow(None, None)
+    if found is None:
+        return None
+    if found.real is None and found.maximum is None and facts.counts:
+        return Overflow(facts.counts.get("n_prompt_tokens"), facts.counts.get("n_ctx"))
+    return found
+
+
+def _has_hint(lowered: bytes) -> bool:
+    return any(hint in lowered for hint in _HINTS)
+
+
+# --------------------------------------------------------------------------- API
+
+
+def detect_overflow(status: int, body: bytes, *, wire_format: str) -> Overflow | None:
+    """The overflow a whole (small) response body states, whatever its status.
+
+    An error JSON sent with status 200 counts; a success body never does. A body
+    that is itself SSE text is read as a stream head. ``wire_format`` names the
+    endpoint's format; recognition does not depend on it because OpenAI-compatible
+    gateways relay every provider's envelope.
+    """
+    if not body or len(body) > MAX_BYTES:
+        return None
+    lowered = body.lower()
+    if not _has_hint(lowered):
+        return None
+    head = body.lstrip()
+    if head[:5] == b"data:" or head[:6] == b"event:" or head[:6] == b"error:" or head[:1] == b":":
+        return detect_stream_overflow(body, wire_format=wire_format)
+    if status < 400 and b"error" not in lowered:
+        return None
+    facts = _Facts()
+    if head[:1] in (b"{", b"["):
+        try:
+            doc = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            return None  # malformed or cut JSON: never guess from fragments
+        if not _walk_document(doc, facts, 0, error_status=status >= 400):
+            return None
+    elif status >= 400 and head[:1] != b"<":  # plain-text error; HTML pages are never read
+        facts.texts.append(body.decode("utf-8", "replace"))
+    else:
+        return None
+    return _decide(status, facts)
+
+
+# SSE events that precede the first output without carrying any (skipped, not decisive).
+_LIFECYCLE_TYPES: Final = frozenset(
+    {"response.created", "response.in_progress", "response.queued", "ping"}
+)
+_MAX_EVENTS: Final = 8
+
+
+def _events(text: str) -> list[tuple[str, str | None]]:
+    """(event name, data) of the first events; data is None for comment-only blocks."""
+    events: list[tuple[str, str | None]] = []
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    for block in text.split("\n\n"):
+        if len(events) >= _MAX_EVENTS:
+            break
+        name = ""
+        data: list[str] = []
+        for line in block.split("\n"):
+            if not line or line[0] == ":":
+                continue
+            field, sep, value = line.partition(":")
+            if sep and value[:1] == " ":
+                value = value[1:]
+            if field == "event":
+                name = value
+            elif field == "data":
+                data.append(value)
+            elif field == "error":  # older llama.cpp servers (llama.cpp#16104): non-standard field
+                name = "error"
+                data.append(value)
+        if name or data:
+            events.append((name, "\n".join(data) if data else None))
+    return events
+
+
+def detect_stream_overflow(data: bytes, *, wire_format: str) -> Overflow | None:
+    """The overflow an error event at the start of a 200 SSE stream states.
+
+    ``data`` is the raw beginning of the stream (only the first 64 KiB are read).
+    Comments, keep-alives and Responses lifecycle events are skipped; the first
+    other event decides: an error event (``event: error``, ``data: {"error": ...}``,
+    ``type: error``, ``response.failed``) is read like an error body, anything else
+    (a normal first chunk) means no overflow. ``wire_format`` is accepted for
+    symmetry with ``detect_overflow``.
+    """
+    head = data[:MAX_BYTES]
+    if not head or not _has_hint(head.lower()):
+        return None
+    for name, payload in _events(head.decode("utf-8", "replace")):
+        if payload is None:
+            if name in _LIFECYCLE_TYPES:
+                continue
+            return None
+        payload = payload.strip()
+        if not payload:
+            continue
+        if payload == "[DONE]":
+            return None
+        try:
+            doc = orjson.loads(payload)
+        except orjson.JSONDecodeError:
+            return None
+        kind = doc.get("type") if isinstance(doc, dict) else None
+        facts = _Facts()
+        if name == "error":
+            if not _walk_document(doc, facts, 0, error_status=True):
+                return None
+            return _decide(200, facts)
+        if _walk_document(doc, facts, 0, error_status=False):
+            return _decide(200, facts)
+        if name in _LIFECYCLE_TYPES or kind in _LIFECYCLE_TYPES:
+            continue
+        return None
+    return None
