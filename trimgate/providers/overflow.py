@@ -26,9 +26,9 @@ messages/input part when itemised, else the total), ``maximum`` the window it st
 minus the output reservation when it itemises one, so ``real - maximum`` is exactly
 the stated deficit. Both are None when the body does not state them.
 
-Pure: stdlib + orjson. Every regex is compiled at import; cheap substring checks
-run before any parsing; only the first 64 KiB of a stream head are read and a body
-over 64 KiB is never an overflow.
+Pure: stdlib + orjson. Every regex is compiled at import and runs only after cheap
+substring checks; only the first 64 KiB of a stream head (and only its first few
+events) are read, and a body over 64 KiB is never an overflow.
 """
 
 from __future__ import annotations
@@ -486,13 +486,12 @@ def detect_overflow(status: int, body: bytes, *, wire_format: str) -> Overflow |
     """
     if not body or len(body) > MAX_BYTES:
         return None
-    lowered = body.lower()
-    if not _has_hint(lowered):
-        return None
-    head = body.lstrip()
-    if head[:5] == b"data:" or head[:6] == b"event:" or head[:6] == b"error:" or head[:1] == b":":
+    head = body[:64].lstrip()
+    if head[:5] == b"data:" or head[:6] in (b"event:", b"error:") or head[:1] == b":":
         return detect_stream_overflow(body, wire_format=wire_format)
-    if status < 400 and b"error" not in lowered:
+    if status < 400 and b"error" not in body:  # JSON keys and types are lower-case
+        return None
+    if not _has_hint(body.lower()):
         return None
     facts = _Facts()
     if head[:1] in (b"{", b"["):
@@ -516,30 +515,33 @@ _LIFECYCLE_TYPES: Final = frozenset(
 _MAX_EVENTS: Final = 8
 
 
-def _events(text: str) -> list[tuple[str, str | None]]:
-    """(event name, data) of the first events; data is None for comment-only blocks."""
-    events: list[tuple[str, str | None]] = []
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
-    for block in text.split("\n\n"):
-        if len(events) >= _MAX_EVENTS:
-            break
+def _events(head: bytes) -> list[tuple[str, bytes | None]]:
+    """(event name, data) of the first events; data is None for a block without data.
+
+    Only the first ``_MAX_EVENTS`` blocks are split off; the rest of the head is not
+    scanned. Comment lines (keep-alives) are dropped, ``data`` lines joined with LF.
+    """
+    if b"\r" in head:
+        head = head.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+    events: list[tuple[str, bytes | None]] = []
+    for block in head.split(b"\n\n", _MAX_EVENTS)[:_MAX_EVENTS]:
         name = ""
-        data: list[str] = []
-        for line in block.split("\n"):
-            if not line or line[0] == ":":
+        data: list[bytes] = []
+        for line in block.split(b"\n"):
+            if not line or line[:1] == b":":
                 continue
-            field, sep, value = line.partition(":")
-            if sep and value[:1] == " ":
+            field, sep, value = line.partition(b":")
+            if sep and value[:1] == b" ":
                 value = value[1:]
-            if field == "event":
-                name = value
-            elif field == "data":
+            if field == b"event":
+                name = value.decode("utf-8", "replace").strip()
+            elif field == b"data":
                 data.append(value)
-            elif field == "error":  # older llama.cpp servers (llama.cpp#16104): non-standard field
+            elif field == b"error":  # older llama.cpp servers (llama.cpp#16104): non-standard
                 name = "error"
                 data.append(value)
         if name or data:
-            events.append((name, "\n".join(data) if data else None))
+            events.append((name, b"\n".join(data) if data else None))
     return events
 
 
@@ -554,9 +556,9 @@ def detect_stream_overflow(data: bytes, *, wire_format: str) -> Overflow | None:
     symmetry with ``detect_overflow``.
     """
     head = data[:MAX_BYTES]
-    if not head or not _has_hint(head.lower()):
+    if not head:
         return None
-    for name, payload in _events(head.decode("utf-8", "replace")):
+    for name, payload in _events(head):
         if payload is None:
             if name in _LIFECYCLE_TYPES:
                 continue
@@ -564,20 +566,19 @@ def detect_stream_overflow(data: bytes, *, wire_format: str) -> Overflow | None:
         payload = payload.strip()
         if not payload:
             continue
-        if payload == "[DONE]":
+        if payload == b"[DONE]":
             return None
         try:
             doc = orjson.loads(payload)
         except orjson.JSONDecodeError:
             return None
-        kind = doc.get("type") if isinstance(doc, dict) else None
         facts = _Facts()
+        if _walk_document(doc, facts, 0, error_status=name == "error"):
+            # An error event decides, whether or not it is an overflow.
+            return _decide(200, facts) if _has_hint(payload.lower()) else None
         if name == "error":
-            if not _walk_document(doc, facts, 0, error_status=True):
-                return None
-            return _decide(200, facts)
-        if _walk_document(doc, facts, 0, error_status=False):
-            return _decide(200, facts)
+            return None
+        kind = doc.get("type") if isinstance(doc, dict) else None
         if name in _LIFECYCLE_TYPES or kind in _LIFECYCLE_TYPES:
             continue
         return None

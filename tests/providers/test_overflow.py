@@ -1,0 +1,453 @@
+"""Overflow recognition against a corpus of real provider error bodies.
+
+``tests/data/error_corpus.yaml`` holds bodies taken from provider docs and public
+issue threads (each entry names its source). Every entry runs through the detector
+its transport uses; every JSON body also runs as the first ``event: error`` of a
+200 stream, and every stream head also runs as a whole body.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+import yaml
+
+from trimgate.providers import overflow
+from trimgate.providers.overflow import (
+    MAX_BYTES,
+    Overflow,
+    detect_overflow,
+    detect_stream_overflow,
+)
+
+CORPUS_PATH = Path(__file__).resolve().parent.parent / "data" / "error_corpus.yaml"
+WIRE_FORMATS = ("openai", "openai-responses", "anthropic", "gemini")
+REQUIRED_KEYS = {"id", "format", "server", "status", "stream", "body", "overflow", "source"}
+OPTIONAL_KEYS = {"real", "maximum"}
+
+
+def _load_corpus() -> list[dict[str, Any]]:
+    loaded = yaml.safe_load(CORPUS_PATH.read_text(encoding="utf-8"))
+    assert isinstance(loaded, list)
+    entries: list[dict[str, Any]] = []
+    for item in loaded:
+        assert isinstance(item, dict)
+        entries.append(item)
+    return entries
+
+
+CORPUS = _load_corpus()
+PLAIN = [e for e in CORPUS if not e["stream"]]
+STREAMS = [e for e in CORPUS if e["stream"]]
+
+
+def _is_json(text: str) -> bool:
+    try:
+        orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return False
+    return True
+
+
+JSON_BODIES = [e for e in PLAIN if _is_json(e["body"])]
+
+
+def _ids(entries: list[dict[str, Any]]) -> list[str]:
+    return [str(e["id"]) for e in entries]
+
+
+def _expected(entry: dict[str, Any]) -> Overflow | None:
+    if not entry["overflow"]:
+        return None
+    return Overflow(entry.get("real"), entry.get("maximum"))
+
+
+def _as_error_event(body: str) -> bytes:
+    lines = "".join(f"data: {line}\n" for line in body.split("\n"))
+    return f"event: error\n{lines}\n".encode()
+
+
+def _error_body(message: str) -> bytes:
+    return orjson.dumps({"error": {"message": message, "type": "invalid_request_error"}})
+
+
+# --------------------------------------------------------------------------- the corpus
+
+
+def test_corpus_has_enough_real_entries() -> None:
+    positives = [e for e in CORPUS if e["overflow"]]
+    negatives = [e for e in CORPUS if not e["overflow"]]
+    assert len(positives) >= 40
+    assert len(negatives) >= 25
+    assert any(e["stream"] and e["overflow"] for e in CORPUS)
+    assert any(e["stream"] and not e["overflow"] for e in CORPUS)
+
+
+def test_corpus_entries_are_well_formed() -> None:
+    ids = [e["id"] for e in CORPUS]
+    assert len(ids) == len(set(ids)), "ids must be unique"
+    for entry in CORPUS:
+        keys = set(entry)
+        assert keys >= REQUIRED_KEYS, entry["id"]
+        assert keys <= REQUIRED_KEYS | OPTIONAL_KEYS, entry["id"]
+        assert isinstance(entry["source"], str) and entry["source"].strip(), entry["id"]
+        assert entry["format"] in WIRE_FORMATS, entry["id"]
+        assert isinstance(entry["server"], str) and entry["server"], entry["id"]
+        assert isinstance(entry["status"], int), entry["id"]
+        assert isinstance(entry["stream"], bool), entry["id"]
+        assert isinstance(entry["overflow"], bool), entry["id"]
+        assert isinstance(entry["body"], str) and entry["body"], entry["id"]
+        if entry["stream"]:
+            assert entry["status"] == 200, entry["id"]
+        for key in OPTIONAL_KEYS & keys:
+            assert entry["overflow"], f"{entry['id']}: {key} on a negative"
+            assert isinstance(entry[key], int) and entry[key] > 0, entry["id"]
+
+
+def test_stated_numbers_describe_a_deficit() -> None:
+    # estimate * maximum / real must shrink the prompt: every stated pair is real > maximum.
+    for entry in CORPUS:
+        if "real" in entry and "maximum" in entry:
+            assert entry["real"] > entry["maximum"], entry["id"]
+
+
+@pytest.mark.parametrize("entry", PLAIN, ids=_ids(PLAIN))
+def test_corpus_body(entry: dict[str, Any]) -> None:
+    got = detect_overflow(entry["status"], entry["body"].encode(), wire_format=entry["format"])
+    assert got == _expected(entry)
+
+
+@pytest.mark.parametrize("entry", STREAMS, ids=_ids(STREAMS))
+def test_corpus_stream_head(entry: dict[str, Any]) -> None:
+    got = detect_stream_overflow(entry["body"].encode(), wire_format=entry["format"])
+    assert got == _expected(entry)
+
+
+@pytest.mark.parametrize("entry", STREAMS, ids=_ids(STREAMS))
+def test_corpus_stream_head_given_as_whole_body(entry: dict[str, Any]) -> None:
+    got = detect_overflow(200, entry["body"].encode(), wire_format=entry["format"])
+    assert got == _expected(entry)
+
+
+@pytest.mark.parametrize("entry", JSON_BODIES, ids=_ids(JSON_BODIES))
+def test_corpus_body_as_first_stream_error_event(entry: dict[str, Any]) -> None:
+    got = detect_stream_overflow(_as_error_event(entry["body"]), wire_format=entry["format"])
+    assert got == _expected(entry)
+
+
+# --------------------------------------------------------------------------- edges
+
+
+@pytest.mark.parametrize("status", [200, 400, 413, 500])
+def test_empty_body_is_not_an_overflow(status: int) -> None:
+    assert detect_overflow(status, b"", wire_format="openai") is None
+    assert detect_overflow(status, b"   \n", wire_format="openai") is None
+    assert detect_stream_overflow(b"", wire_format="openai") is None
+
+
+def test_plain_text_error_body() -> None:
+    text = b"prompt is too long: 210000 tokens > 200000 maximum"
+    assert detect_overflow(400, text, wire_format="anthropic") == Overflow(210000, 200000)
+    # The same words in a 200 non-JSON body are an answer, not an error.
+    assert detect_overflow(200, text, wire_format="anthropic") is None
+
+
+def test_html_pages_are_never_read() -> None:
+    page = (
+        b"<html><body><h1>400 Bad Request</h1><p>This model's maximum context length is 10 "
+        b"tokens. However, your messages resulted in 20 tokens.</p></body></html>"
+    )
+    assert detect_overflow(400, page, wire_format="openai") is None
+
+
+def test_malformed_json_is_not_an_overflow() -> None:
+    cut = (
+        b'{"error":{"message":"This model\'s maximum context length is 4097 tokens. '
+        b"However, your messages resulted in 4619 tok"
+    )
+    assert detect_overflow(400, cut, wire_format="openai") is None
+    assert detect_stream_overflow(b"data: " + cut + b"\n\n", wire_format="openai") is None
+
+
+def test_huge_body_is_not_an_overflow() -> None:
+    message = "prompt is too long: 210000 tokens > 200000 maximum"
+    small = orjson.dumps(
+        {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
+    )
+    assert detect_overflow(400, small, wire_format="anthropic") == Overflow(210000, 200000)
+    padding = "x" * MAX_BYTES
+    huge = orjson.dumps(
+        {
+            "type": "error",
+            "error": {"type": "invalid_request_error", "message": message},
+            "pad": padding,
+        }
+    )
+    assert len(huge) > MAX_BYTES
+    assert detect_overflow(400, huge, wire_format="anthropic") is None
+
+
+def test_only_the_first_64_kib_of_a_stream_are_read() -> None:
+    event = (
+        b'event: error\ndata: {"type":"error","error":{"type":"invalid_request_error",'
+        b'"message":"prompt is too long: 210000 tokens > 200000 maximum"}}\n\n'
+    )
+    tail = b": " + b"x" * MAX_BYTES + b"\n\n"
+    assert detect_stream_overflow(event + tail, wire_format="anthropic") == Overflow(210000, 200000)
+    assert detect_stream_overflow(tail + event, wire_format="anthropic") is None
+
+
+def test_error_message_holding_json() -> None:
+    inner = {
+        "error": {
+            "code": 400,
+            "message": "The input token count (1200293) exceeds the maximum number of tokens "
+            "allowed (1048576).",
+            "status": "INVALID_ARGUMENT",
+        }
+    }
+    once = {
+        "error": {"message": orjson.dumps(inner).decode(), "code": 400, "status": "Bad Request"}
+    }
+    twice = {"error": {"message": "upstream said: " + orjson.dumps(once).decode()}}
+    for body in (once, twice):
+        got = detect_overflow(400, orjson.dumps(body), wire_format="gemini")
+        assert got == Overflow(1200293, 1048576)
+
+
+def test_nested_error_objects() -> None:
+    body = {
+        "error": {
+            "type": "error",
+            "sequence_number": 2,
+            "error": {
+                "type": "invalid_request_error",
+                "code": "context_length_exceeded",
+                "message": "Your input exceeds the context window of this model.",
+            },
+        }
+    }
+    got = detect_overflow(400, orjson.dumps(body), wire_format="openai-responses")
+    assert got == Overflow(None, None)
+
+
+def test_success_bodies_quoting_an_overflow_are_not_overflows() -> None:
+    quote = "The API said: prompt is too long: 300000 tokens > 200000 maximum"
+    chat = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": quote}}],
+    }
+    assert detect_overflow(200, orjson.dumps(chat), wire_format="openai") is None
+    anthropic = {
+        "type": "message",
+        "role": "assistant",
+        "content": [{"type": "text", "text": quote}],
+    }
+    assert detect_overflow(200, orjson.dumps(anthropic), wire_format="anthropic") is None
+    chunk = {
+        "object": "chat.completion.chunk",
+        "choices": [{"index": 0, "delta": {"content": quote}}],
+    }
+    head = b"data: " + orjson.dumps(chunk) + b"\n\n"
+    assert detect_stream_overflow(head, wire_format="openai") is None
+
+
+def test_rate_limit_wording_wins_whatever_the_status() -> None:
+    message = (
+        "Request too large for gpt-4o on tokens per min (TPM): Limit 30000, Requested 342389. "
+        "The input or output tokens must be reduced in order to run successfully."
+    )
+    for status in (400, 413, 429, 200):
+        assert detect_overflow(status, _error_body(message), wire_format="openai") is None
+    # An overflow message with a rate-limit code is still a rate limit.
+    body = orjson.dumps(
+        {
+            "error": {
+                "message": "prompt is too long: 5 tokens > 4 maximum",
+                "type": "rate_limit_error",
+            }
+        }
+    )
+    assert detect_overflow(400, body, wire_format="anthropic") is None
+
+
+@pytest.mark.parametrize("status", [401, 402, 403, 404, 429, 529])
+def test_statuses_that_are_never_overflows(status: int) -> None:
+    body = _error_body("prompt is too long: 210000 tokens > 200000 maximum")
+    assert detect_overflow(status, body, wire_format="anthropic") is None
+
+
+def test_code_alone_is_an_overflow() -> None:
+    body = orjson.dumps({"error": {"code": "context_length_exceeded", "message": "too long"}})
+    assert detect_overflow(400, body, wire_format="openai") == Overflow(None, None)
+
+
+def test_structured_counts_fill_in_a_bare_message() -> None:
+    body = orjson.dumps(
+        {
+            "error": {
+                "code": 400,
+                "message": "request exceeds the available context size",
+                "type": "exceed_context_size_error",
+                "n_prompt_tokens": 9,
+                "n_ctx": 8,
+            }
+        }
+    )
+    assert detect_overflow(400, body, wire_format="openai") == Overflow(9, 8)
+
+
+def test_context_size_exceeded_needs_a_client_error_status() -> None:
+    body = b'{"error": "Context size has been exceeded."}'
+    assert detect_overflow(400, body, wire_format="openai") == Overflow(None, None)
+    assert detect_overflow(500, body, wire_format="openai") is None
+    event = (
+        b'data: {"error":{"code":500,"message":"Context size has been exceeded.",'
+        b'"type":"server_error"}}\n\n'
+    )
+    assert detect_stream_overflow(event, wire_format="openai") is None
+
+
+@pytest.mark.parametrize(
+    ("message", "expected"),
+    [
+        # vLLM >= 0.8 (wording per earendil-works/pi packages/ai/src/utils/overflow.ts)
+        (
+            "This model's maximum context length is 40960 tokens. However, you requested 0 output "
+            "tokens and your prompt contains at least 40961 input tokens, for a total of at least "
+            "40961 tokens.",
+            Overflow(40961, 40960),
+        ),
+        (
+            "This model's maximum context length is 65536 tokens. However, you requested 16384 "
+            "output tokens and your prompt contains at least 49153 input tokens, for a total of at "
+            "least 65537 tokens.",
+            Overflow(49153, 49152),
+        ),
+        (
+            "Prompt contains 240000 tokens, too large for model with 128000 maximum context length",
+            Overflow(240000, 128000),
+        ),
+        ("prompt too long; exceeded max context length by 4021 tokens", Overflow(None, None)),
+        (
+            "The prompt is too long: 208863, model maximum context length: 202752",
+            Overflow(208863, 202752),
+        ),
+        (
+            "Your request exceeded model token limit: 262144 (requested: 291351)",
+            Overflow(291351, 262144),
+        ),
+        (
+            "The input (300000 tokens) is longer than the model's context length (262144 tokens).",
+            Overflow(300000, 262144),
+        ),
+        (
+            "Requested token count exceeds the model's maximum context length of 131072 tokens.",
+            Overflow(None, 131072),
+        ),
+        (
+            "Input length 131393 exceeds the maximum allowed input length of 131040 tokens.",
+            Overflow(131393, 131040),
+        ),
+        (
+            "Input length (265330) exceeds model's maximum context length (262144).",
+            Overflow(265330, 262144),
+        ),
+        (
+            "Prompt has 5,958,968 tokens, but the configured context size is 256,000 tokens",
+            Overflow(5958968, 256000),
+        ),
+        (
+            "This model's maximum context length is 2049 tokens, however you requested 2054 tokens "
+            "(2049 in your prompt, 5 for the completion).",
+            Overflow(2049, 2044),
+        ),
+    ],
+)
+def test_documented_wordings(message: str, expected: Overflow) -> None:
+    assert detect_overflow(400, _error_body(message), wire_format="openai") == expected
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "max_tokens is too large: 8192. This model supports at most 4096 completion tokens, "
+        "whereas you provided 8192.",
+        "max_tokens: 128000 > 64000, which is the maximum allowed number of output tokens",
+        "Request exceeds the maximum size",
+        "messages: at least one message is required",
+        "Invalid API Key",
+        "This endpoint's maximum context length is 8192 tokens. However, you requested about "
+        "9000 tokens (100 of text input, 8192 in the output).",
+    ],
+)
+def test_wordings_that_are_not_overflows(message: str) -> None:
+    assert detect_overflow(400, _error_body(message), wire_format="openai") is None
+
+
+# --------------------------------------------------------------------------- stream heads
+
+
+def test_stream_normal_first_chunk_then_error_is_not_read() -> None:
+    chunk = b'data: {"choices":[{"index":0,"delta":{"content":"Hel"}}]}\n\n'
+    error = b'data: {"error":{"message":"prompt is too long: 5 tokens > 4 maximum"}}\n\n'
+    assert detect_stream_overflow(chunk + error, wire_format="openai") is None
+    assert detect_stream_overflow(error + chunk, wire_format="openai") == Overflow(5, 4)
+
+
+def test_stream_skips_comments_keepalives_and_pings() -> None:
+    head = (
+        b": keepalive\n\n"
+        b'event: ping\ndata: {"type": "ping"}\n\n'
+        b"event: error\r\n"
+        b'data: {"type":"error","error":{"type":"invalid_request_error",'
+        b'"message":"prompt is too long: 210000 tokens > 200000 maximum"}}\r\n\r\n'
+    )
+    assert detect_stream_overflow(head, wire_format="anthropic") == Overflow(210000, 200000)
+
+
+def test_stream_done_or_blank_events() -> None:
+    assert detect_stream_overflow(b"data: [DONE]\n\n", wire_format="openai") is None
+    assert detect_stream_overflow(b"data: \n\n: token\n\n", wire_format="openai") is None
+    assert detect_stream_overflow(b"data: not json, context\n\n", wire_format="openai") is None
+
+
+def test_stream_multiline_data_is_joined() -> None:
+    head = (
+        b"event: error\n"
+        b'data: {"error": {"code": 400,\n'
+        b'data: "message": "The input token count (5) exceeds the maximum number of tokens '
+        b'allowed (4)."}}\n\n'
+    )
+    assert detect_stream_overflow(head, wire_format="gemini") == Overflow(5, 4)
+
+
+# --------------------------------------------------------------------------- the module
+
+
+def test_overflow_is_frozen_and_slotted() -> None:
+    found = Overflow(10, 5)
+    assert not hasattr(found, "__dict__")
+    with pytest.raises(AttributeError):
+        found.real = 3  # type: ignore[misc]
+
+
+def test_no_regex_is_compiled_per_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args: object, **kwargs: object) -> re.Pattern[str]:
+        raise AssertionError("re.compile called at detection time")
+
+    monkeypatch.setattr(re, "compile", refuse)
+    monkeypatch.setattr(re, "search", refuse)
+    monkeypatch.setattr(re, "match", refuse)
+    for entry in CORPUS:
+        body = entry["body"].encode()
+        if entry["stream"]:
+            detect_stream_overflow(body, wire_format=entry["format"])
+        else:
+            detect_overflow(entry["status"], body, wire_format=entry["format"])
+    assert all(isinstance(p, re.Pattern) for p in overflow._PATTERNS)
