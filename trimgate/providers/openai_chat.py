@@ -1,0 +1,414 @@
+"""The OpenAI Chat Completions codec (``POST /v1/chat/completions``, wire format "openai").
+
+Pairing rules:
+
+* an assistant message's ``tool_calls[].id`` (function and custom tools) is answered by a
+  ``role: "tool"`` message with that ``tool_call_id``; OpenAI rejects an assistant
+  ``tool_calls`` message whose calls are not all answered by the tool messages after it, so
+  pending calls are never allowed (``pending_calls_ok`` False);
+* a ``role: "tool"`` message without ``tool_call_id`` carries an anonymous result;
+* legacy ``function_call`` on an assistant message at index ``i`` gets the synthetic call id
+  ``fn:{i}``; the next ``role: "function"`` message with the same ``name`` answers it (one
+  without a matching call is an anonymous result).
+
+A real user message (a turn start) is any ``role: "user"`` message: in this format tool
+results travel in their own ``tool`` / ``function`` messages, never in user messages.
+trimgate's own breadcrumb (a user message whose whole text is the breadcrumb) is not one.
+
+``system`` and ``developer`` messages are Role.SYSTEM wherever they stand (the leading run
+is the system prompt); ``tools``, legacy ``functions`` and a ``json_schema`` response format
+are the fixed overhead.
+
+Merge placement: a string ``content`` becomes ``breadcrumb + "\\n\\n" + content``; a list
+``content`` gets a new text part ``breadcrumb + "\\n\\n"`` in front, leaving the original
+parts (and their ``prompt_cache_breakpoint`` marks) as they were. A user message that
+already starts with the breadcrumb is not marked twice.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from trimgate.errors import DecodeError
+from trimgate.history import Conversation, Message, Role
+from trimgate.providers import overflow
+from trimgate.providers.base import JSON, Decoded, DecodeOptions
+from trimgate.providers.common import json_bytes, rebuild, utf8_len
+from trimgate.providers.overflow import Overflow
+from trimgate.trimming.estimate import bytes_tokens, message_tokens
+from trimgate.trimming.pipeline import TrimPlan
+
+__all__ = ["CODEC", "OpenAIChatCodec"]
+
+_MEDIA_PARTS = frozenset({"image_url", "input_audio", "file"})
+_SYSTEM_ROLES = frozenset({"system", "developer"})
+_FN_PREFIX = "fn:"
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _parts_size(parts: list[Any]) -> tuple[int, int, bool]:
+    """(text bytes, media count, has content) of a content-part list."""
+    nbytes = 0
+    media = 0
+    for part in parts:
+        if isinstance(part, dict):
+            kind = part.get("type")
+            if kind == "text":
+                text = part.get("text")
+                nbytes += utf8_len(text) if isinstance(text, str) else json_bytes(text)
+                continue
+            if kind == "refusal":
+                text = part.get("refusal")
+                nbytes += utf8_len(text) if isinstance(text, str) else json_bytes(text)
+                continue
+            if kind in _MEDIA_PARTS:
+                media += 1
+                continue
+        nbytes += json_bytes(part)  # unknown part: its JSON size, so it is not free
+    return nbytes, media, bool(parts)
+
+
+def _content_size(content: Any) -> tuple[int, int, bool]:
+    """(text bytes, media count, has content) of a message's ``content``."""
+    if isinstance(content, str):
+        return utf8_len(content), 0, bool(content)
+    if content is None:
+        return 0, 0, False
+    if isinstance(content, list):
+        return _parts_size(content)
+    return json_bytes(content), 0, True
+
+
+def _is_breadcrumb(content: Any, breadcrumb: str) -> bool:
+    if isinstance(content, str):
+        return content == breadcrumb
+    if isinstance(content, list) and len(content) == 1:
+        part = content[0]
+        return (
+            isinstance(part, dict) and part.get("type") == "text" and part.get("text") == breadcrumb
+        )
+    return False
+
+
+def _tool_content(content: Any) -> tuple[int, int, tuple[str, ...]]:
+    """(text bytes, media count, cappable texts) of a tool / function message's content."""
+    if isinstance(content, str):
+        return utf8_len(content), 0, (content,)
+    if content is None:
+        return 0, 0, ()
+    if not isinstance(content, list):
+        return json_bytes(content), 0, ()
+    nbytes = 0
+    media = 0
+    texts: list[str] = []
+    for part in content:
+        if isinstance(part, dict):
+            kind = part.get("type")
+            if kind == "text":
+                text = part.get("text")
+                if isinstance(text, str):
+                    texts.append(text)
+                    nbytes += utf8_len(text)
+                    continue
+            elif kind in _MEDIA_PARTS:
+                media += 1
+                continue
+        nbytes += json_bytes(part)
+    return nbytes, media, tuple(texts)
+
+
+def _str_bytes(value: Any) -> int:
+    if isinstance(value, str):
+        return utf8_len(value)
+    return 0 if value is None else json_bytes(value)
+
+
+class OpenAIChatCodec:
+    wire_format = "openai"
+
+    # -- requests -----------------------------------------------------------------------
+
+    def decode(self, body: JSON, *, path: str, options: DecodeOptions) -> Decoded:
+        if not isinstance(body, dict):
+            raise DecodeError("body is not an object")
+        items = body.get("messages")
+        if not isinstance(items, list):
+            raise DecodeError("messages is not a list")
+
+        breadcrumb = options.breadcrumb
+        media_tokens = options.media_tokens
+        pending_fn: dict[str, str] = {}  # legacy function name -> synthetic call id
+        messages: list[Message] = []
+        append = messages.append
+
+        for index, item in enumerate(items):
+            if not isinstance(item, dict):
+                raise DecodeError("message is not an object")
+            role = item.get("role")
+
+            if role == "user":
+                content = item.get("content")
+                nbytes, media, _ = _content_size(content)
+                crumb = _is_breadcrumb(content, breadcrumb)
+                append(
+                    Message(
+                        index=index,
+                        role=Role.USER,
+                        tokens=message_tokens(nbytes, media, media_tokens),
+                        text_bytes=nbytes,
+                        turn_start=not crumb,
+                        media=media,
+                        breadcrumb=crumb,
+                    )
+                )
+
+            elif role == "assistant":
+                nbytes, media, has_content = _content_size(item.get("content"))
+                refusal = item.get("refusal")
+                if refusal:
+                    nbytes += _str_bytes(refusal)
+                    has_content = True
+                # Reasoning text that OpenAI-compatible backends echo back (DeepSeek,
+                # OpenRouter, vLLM): it is sent, so it is counted.
+                for key in ("reasoning_content", "reasoning"):
+                    extra = item.get(key)
+                    if extra:
+                        nbytes += _str_bytes(extra)
+                if item.get("audio") is not None:  # a previous audio answer, by id
+                    media += 1
+                    has_content = True
+                calls: list[str] = []
+                tool_calls = item.get("tool_calls")
+                if tool_calls is not None:
+                    if not isinstance(tool_calls, list):
+                        raise DecodeError("tool_calls is not a list")
+                    for call in tool_calls:
+                        if not isinstance(call, dict):
+                            raise DecodeError("tool call is not an object")
+                        call_id = call.get("id")
+                        if not isinstance(call_id, str):
+                            raise DecodeError("tool call id is not a string")
+                        calls.append(call_id)
+                        fn = call.get("function")
+                        if fn is None:
+                            fn = call.get("custom")
+                        if isinstance(fn, dict):
+                            nbytes += _str_bytes(fn.get("name"))
+                            args = fn.get("arguments", fn.get("input"))
+                            nbytes += _str_bytes(args)
+                        else:
+                            nbytes += json_bytes(call)
+                function_call = item.get("function_call")
+                if isinstance(function_call, dict):
+                    call_id = f"{_FN_PREFIX}{index}"
+                    calls.append(call_id)
+                    name = function_call.get("name")
+                    nbytes += _str_bytes(name) + _str_bytes(function_call.get("arguments"))
+                    if isinstance(name, str):
+                        pending_fn[name] = call_id
+                elif function_call is not None:
+                    raise DecodeError("function_call is not an object")
+                append(
+                    Message(
+                        index=index,
+                        role=Role.ASSISTANT,
+                        tokens=message_tokens(nbytes, media, media_tokens),
+                        text_bytes=nbytes,
+                        calls=tuple(calls),
+                        media=media,
+                        other_content=has_content or not calls,
+                    )
+                )
+
+            elif role == "tool":
+                nbytes, media, texts = _tool_content(item.get("content"))
+                call_id = item.get("tool_call_id")
+                if call_id is not None and not isinstance(call_id, str):
+                    raise DecodeError("tool_call_id is not a string")
+                append(
+                    Message(
+                        index=index,
+                        role=Role.TOOL,
+                        tokens=message_tokens(nbytes, media, media_tokens),
+                        text_bytes=nbytes,
+                        results=(call_id,) if call_id is not None else (),
+                        anonymous_results=call_id is None,
+                        tool_texts=texts,
+                        media=media,
+                        other_content=False,
+                    )
+                )
+
+            elif role == "function":
+                nbytes, media, texts = _tool_content(item.get("content"))
+                name = item.get("name")
+                call_id = pending_fn.pop(name, None) if isinstance(name, str) else None
+                append(
+                    Message(
+                        index=index,
+                        role=Role.TOOL,
+                        tokens=message_tokens(nbytes, media, media_tokens),
+                        text_bytes=nbytes,
+                        results=(call_id,) if call_id is not None else (),
+                        anonymous_results=call_id is None,
+                        tool_texts=texts,
+                        media=media,
+                        other_content=False,
+                    )
+                )
+
+            elif role in _SYSTEM_ROLES:
+                nbytes, media, _ = _content_size(item.get("content"))
+                append(
+                    Message(
+                        index=index,
+                        role=Role.SYSTEM,
+                        tokens=message_tokens(nbytes, media, media_tokens),
+                        text_bytes=nbytes,
+                        media=media,
+                    )
+                )
+
+            else:
+                raise DecodeError("unknown message role")
+
+        overhead = 0
+        for key in ("tools", "functions"):
+            value = body.get(key)
+            if value:
+                overhead += bytes_tokens(json_bytes(value))
+        response_format = body.get("response_format")
+        if isinstance(response_format, dict) and "json_schema" in response_format:
+            overhead += bytes_tokens(json_bytes(response_format["json_schema"]))
+
+        max_completion = body.get("max_completion_tokens")
+        if not _is_int(max_completion):
+            max_completion = body.get("max_tokens")
+        model = body.get("model")
+        return Decoded(
+            body=body,
+            conversation=Conversation(
+                messages=tuple(messages), overhead=overhead, pending_calls_ok=False
+            ),
+            model=model if isinstance(model, str) else None,
+            output_limit=max_completion if _is_int(max_completion) else None,
+            stream=body.get("stream") is True,
+            hoistable=True,
+        )
+
+    def encode(self, decoded: Decoded, plan: TrimPlan, *, breadcrumb: str) -> dict[str, Any]:
+        body = dict(decoded.body)
+        body["messages"] = rebuild(
+            decoded.body["messages"],
+            plan,
+            breadcrumb_item=lambda: {"role": "user", "content": breadcrumb},
+            merge=lambda item: _merge(item, breadcrumb),
+            strip=_strip,
+            cap=_cap,
+        )
+        return body
+
+    # -- answers ------------------------------------------------------------------------
+
+    def detect_overflow(self, status: int, body: bytes) -> Overflow | None:
+        return overflow.detect_overflow(status, body, wire_format=self.wire_format)
+
+    def detect_stream_overflow(self, head: bytes) -> Overflow | None:
+        return overflow.detect_stream_overflow(head, wire_format=self.wire_format)
+
+    def usage(self, body: JSON) -> int | None:
+        if not isinstance(body, dict):
+            return None
+        usage = body.get("usage")
+        if not isinstance(usage, dict):
+            return None
+        tokens = usage.get("prompt_tokens")
+        return tokens if _is_int(tokens) else None
+
+    def stream_usage(self, data: str) -> int | None:
+        # Every chunk carries ``"usage": null`` when include_usage is on; only the final
+        # one (``"choices": []``) has the counts.
+        if '"prompt_tokens"' not in data:
+            return None
+        try:
+            event = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            return None
+        return self.usage(event)
+
+
+def _merge(item: Any, breadcrumb: str) -> Any:
+    marker = breadcrumb + "\n\n"
+    content = item.get("content")
+    new = dict(item)
+    if isinstance(content, str):
+        if content.startswith(marker):
+            return item
+        new["content"] = marker + content
+    elif isinstance(content, list):
+        first = content[0] if content else None
+        if (
+            isinstance(first, dict)
+            and first.get("type") == "text"
+            and isinstance(first.get("text"), str)
+            and first["text"].startswith(breadcrumb)
+        ):
+            return item
+        new["content"] = [{"type": "text", "text": marker}, *content]
+    else:
+        new["content"] = breadcrumb
+    return new
+
+
+def _strip(item: Any, ids: frozenset[str]) -> Any:
+    role = item.get("role")
+    if role != "assistant":
+        return item  # a tool / function message is dropped whole, never stripped
+    new = dict(item)
+    tool_calls = item.get("tool_calls")
+    if isinstance(tool_calls, list):
+        own = {c.get("id") for c in tool_calls if isinstance(c, dict)}
+        kept = [c for c in tool_calls if not (isinstance(c, dict) and c.get("id") in ids)]
+        if len(kept) != len(tool_calls):
+            if kept:
+                new["tool_calls"] = kept
+            else:
+                del new["tool_calls"]  # OpenAI rejects an empty tool_calls array
+    else:
+        own = set()
+    if "function_call" in item and any(i.startswith(_FN_PREFIX) and i not in own for i in ids):
+        del new["function_call"]
+    return new
+
+
+def _cap(item: Any, texts: tuple[str | None, ...]) -> Any:
+    content = item.get("content")
+    new = dict(item)
+    if isinstance(content, str):
+        if texts and texts[0] is not None:
+            new["content"] = texts[0]
+        return new
+    if isinstance(content, list):
+        parts: list[Any] = []
+        k = 0
+        for part in content:
+            if (
+                isinstance(part, dict)
+                and part.get("type") == "text"
+                and isinstance(part.get("text"), str)
+            ):
+                text = texts[k] if k < len(texts) else None
+                k += 1
+                if text is not None:
+                    part = {**part, "text": text}
+            parts.append(part)
+        new["content"] = parts
+    return new
+
+
+CODEC = OpenAIChatCodec()
