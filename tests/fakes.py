@@ -1,0 +1,181 @@
+"""A scriptable fake provider on loopback.
+
+Each request is recorded; the answer is the next scripted ``Reply`` or, when
+the script is empty, what ``responder`` returns (an echo-like 200 by default).
+Replies: JSON with any status, SSE events with delays, a connection reset, a
+slow answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+
+@dataclass
+class Recorded:
+    method: str
+    path: str
+    query: str
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return orjson.loads(self.body)
+
+
+@dataclass
+class Reply:
+    status: int = 200
+    body: bytes | None = None  # raw body; JSON of ``data`` when None
+    data: Any = None
+    headers: dict[str, str] = field(default_factory=dict)
+    events: list[bytes] | None = None  # SSE: raw event frames, sent one by one
+    delay: float = 0.0  # before the headers
+    event_delay: float = 0.0  # between SSE frames
+    reset: bool = False  # close the connection without answering
+    hang: bool = False  # never answer (until cancelled)
+
+
+def json_reply(data: Any, status: int = 200, **headers: str) -> Reply:
+    return Reply(status=status, data=data, headers=dict(headers))
+
+
+def sse_reply(frames: list[bytes], *, event_delay: float = 0.0) -> Reply:
+    return Reply(events=frames, event_delay=event_delay)
+
+
+def sse_data(*objects: Any, event: str | None = None) -> list[bytes]:
+    out = []
+    for obj in objects:
+        prefix = f"event: {event}\n".encode() if event else b""
+        out.append(prefix + b"data: " + orjson.dumps(obj) + b"\n\n")
+    return out
+
+
+def openai_ok(prompt_tokens: int | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion",
+        "created": 1700000000,
+        "model": "gpt-4o",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": "ok"},
+                "finish_reason": "stop",
+            }
+        ],
+    }
+    if prompt_tokens is not None:
+        body["usage"] = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": 1,
+            "total_tokens": prompt_tokens + 1,
+        }
+    return body
+
+
+def anthropic_ok(input_tokens: int = 10) -> dict[str, Any]:
+    return {
+        "id": "msg_fake",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-sonnet-4-5",
+        "content": [{"type": "text", "text": "ok"}],
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": input_tokens, "output_tokens": 1},
+    }
+
+
+def openai_overflow(real: int, maximum: int) -> Reply:
+    return json_reply(
+        {
+            "error": {
+                "message": (
+                    f"This model's maximum context length is {maximum} tokens. However, your "
+                    f"messages resulted in {real} tokens. Please reduce the length of the messages."
+                ),
+                "type": "invalid_request_error",
+                "param": "messages",
+                "code": "context_length_exceeded",
+            }
+        },
+        status=400,
+    )
+
+
+def anthropic_overflow(real: int, maximum: int) -> Reply:
+    return json_reply(
+        {
+            "type": "error",
+            "error": {
+                "type": "invalid_request_error",
+                "message": f"prompt is too long: {real} tokens > {maximum} maximum",
+            },
+        },
+        status=400,
+    )
+
+
+class FakeProvider:
+    def __init__(self, responder: Callable[[Recorded], Reply] | None = None) -> None:
+        self.requests: list[Recorded] = []
+        self.script: deque[Reply] = deque()
+        self.responder = responder or (lambda r: json_reply(openai_ok(10)))
+        self.cancelled = 0
+        self.app = web.Application(client_max_size=256 * 1024 * 1024)
+        self.app.router.add_route("*", "/{tail:.*}", self._handle)
+
+    def then(self, *replies: Reply) -> FakeProvider:
+        self.script.extend(replies)
+        return self
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        rec = Recorded(
+            request.method,
+            request.path,
+            request.query_string,
+            dict(request.headers),
+            await request.read(),
+        )
+        self.requests.append(rec)
+        reply = self.script.popleft() if self.script else self.responder(rec)
+        try:
+            return await self._answer(request, reply)
+        except asyncio.CancelledError:
+            self.cancelled += 1
+            raise
+
+    async def _answer(self, request: web.Request, reply: Reply) -> web.StreamResponse:
+        if reply.delay:
+            await asyncio.sleep(reply.delay)
+        if reply.hang:
+            await asyncio.sleep(3600)
+        if reply.reset:
+            assert request.transport is not None
+            request.transport.close()
+            return web.Response(status=500)
+        if reply.events is not None:
+            resp = web.StreamResponse(
+                status=reply.status,
+                headers={"Content-Type": "text/event-stream", **reply.headers},
+            )
+            await resp.prepare(request)
+            for i, frame in enumerate(reply.events):
+                if i and reply.event_delay:
+                    await asyncio.sleep(reply.event_delay)
+                await resp.write(frame)
+            await resp.write_eof()
+            return resp
+        body = reply.body if reply.body is not None else json.dumps(reply.data).encode()
+        headers = {"Content-Type": "application/json", **reply.headers}
+        return web.Response(status=reply.status, body=body, headers=headers)

@@ -1,0 +1,458 @@
+"""The proxy end to end over loopback: a fake provider behind, raw HTTP in front."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+import yaml
+
+from tests.fakes import (
+    FakeProvider,
+    Reply,
+    anthropic_ok,
+    json_reply,
+    openai_ok,
+    openai_overflow,
+    sse_data,
+    sse_reply,
+)
+from tests.proxy.bodies import anthropic_messages, gemini_contents, openai_chat, responses_input
+from tests.proxy.conftest import MakeStack
+
+CRUMB = "[earlier turns omitted to fit the context window]"
+CORPUS = yaml.safe_load((Path(__file__).parent.parent / "data" / "error_corpus.yaml").read_text())
+
+
+def user_texts(messages: list[dict[str, Any]]) -> list[str]:
+    return [m["content"] for m in messages if m["role"] == "user" and isinstance(m["content"], str)]
+
+
+async def test_non_chat_paths_pass_through_byte_for_byte(make_stack: MakeStack) -> None:
+    stack = await make_stack(
+        FakeProvider(lambda r: Reply(body=b'{"data": [1, 2]}', headers={"x-upstream": "yes"}))
+    )
+    body = b'{"input": "hello",   "model": "text-embedding-3-small"}'
+    resp = await stack.client.post(
+        "/v1/embeddings?x=1",
+        data=body,
+        headers={
+            "Authorization": "Bearer sk-secret",
+            "Content-Type": "application/json",
+            "x-trimgate-agent": "bot",
+            "OpenAI-Organization": "org-1",
+        },
+    )
+    assert resp.status == 200
+    assert await resp.read() == b'{"data": [1, 2]}'
+    assert resp.headers["x-upstream"] == "yes"
+    assert "x-trimgate-trimmed" not in resp.headers
+    assert resp.headers["x-trimgate-request-id"]
+    (rec,) = stack.fake.requests
+    assert rec.body == body and rec.path == "/v1/embeddings" and rec.query == "x=1"
+    assert rec.headers["Authorization"] == "Bearer sk-secret"
+    assert rec.headers["OpenAI-Organization"] == "org-1"
+    assert not any(k.lower().startswith("x-trimgate") for k in rec.headers)
+    assert rec.headers["Host"] == f"127.0.0.1:{stack.fake_server.port}"
+
+
+async def test_get_models_passes_through(make_stack: MakeStack) -> None:
+    stack = await make_stack(FakeProvider(lambda r: json_reply({"data": [{"id": "gpt-4o"}]})))
+    resp = await stack.client.get("/v1/models")
+    assert resp.status == 200 and (await resp.json())["data"][0]["id"] == "gpt-4o"
+    assert stack.fake.requests[0].method == "GET"
+
+
+async def test_untouched_chat_forwards_original_bytes(make_stack: MakeStack) -> None:
+    stack = await make_stack()
+    body = orjson.dumps(openai_chat(2, size=10, model="gpt-4o")).replace(b",", b", ")
+    resp = await stack.client.post("/v1/chat/completions", data=body)
+    assert resp.status == 200
+    assert stack.fake.requests[0].body == body
+    h = resp.headers
+    assert h["x-trimgate-trimmed"] == "false" and "x-trimgate-reason" not in h
+    assert int(h["x-trimgate-tokens-before"]) == int(h["x-trimgate-tokens-after"]) > 0
+    assert int(h["x-trimgate-budget"]) == 128_000
+    assert h["x-trimgate-kept-turns"] == "2" and h["x-trimgate-retries"] == "0"
+
+
+async def test_preemptive_trim_openai(make_stack: MakeStack) -> None:
+    stack = await make_stack()
+    resp = await stack.client.post(
+        "/v1/chat/completions",
+        json=openai_chat(8, model="small-1"),
+        headers={"x-trimgate-agent": "coder", "x-trimgate-session": "s-1"},
+    )
+    assert resp.status == 200
+    h = resp.headers
+    assert h["x-trimgate-trimmed"] == "true" and h["x-trimgate-reason"] == "preemptive"
+    assert int(h["x-trimgate-tokens-after"]) <= int(h["x-trimgate-budget"]) == 1000
+    assert int(h["x-trimgate-dropped-turns"]) >= 1
+    sent = stack.fake.requests[0].json()["messages"]
+    assert sent[0]["role"] == "system" and sent[1] == {"role": "user", "content": CRUMB}
+    assert sent[-1]["content"].startswith("task 7")
+    assert (
+        stack.metric(
+            "trimgate_trims_total", upstream="openai", model="small-*", reason="preemptive"
+        )
+        == 1
+    )
+    (event,) = stack.events()
+    assert event["type"] == "history_trimmed" and event["reason"] == "preemptive"
+    assert event["agent_alias"] == "coder" and event["session_id"] == "s-1"
+    assert event["model"] == "small-1" and event["request_id"] == h["x-trimgate-request-id"]
+    assert event["dropped_turns"] == int(h["x-trimgate-dropped-turns"])
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/v1/messages", anthropic_messages(8)),
+        ("/v1/responses", responses_input(8)),
+        ("/v1beta/models/small-1:generateContent", gemini_contents(8)),
+    ],
+    ids=["anthropic", "responses", "gemini"],
+)
+async def test_preemptive_trim_other_formats(
+    make_stack: MakeStack, path: str, body: dict[str, Any]
+) -> None:
+    stack = await make_stack()
+    resp = await stack.client.post(path, json=body)
+    assert resp.status == 200
+    assert resp.headers["x-trimgate-reason"] == "preemptive"
+    assert int(resp.headers["x-trimgate-tokens-after"]) <= 1000
+    sent = stack.fake.requests[0]
+    assert sent.path == path
+    assert CRUMB.encode() in sent.body and b"task 7" in sent.body and b"task 0" not in sent.body
+
+
+async def test_reactive_overflow_retry_then_success(make_stack: MakeStack) -> None:
+    fake = FakeProvider().then(openai_overflow(150_000, 128_000))
+    stack = await make_stack(fake)
+    resp = await stack.client.post("/v1/chat/completions", json=openai_chat(10, model="gpt-4o"))
+    assert resp.status == 200
+    h = resp.headers
+    assert h["x-trimgate-reason"] == "reactive" and h["x-trimgate-retries"] == "1"
+    assert len(fake.requests) == 2
+    first, second = (len(r.body) for r in fake.requests)
+    assert second < first * 128 / 150
+    assert CRUMB.encode() in fake.requests[1].body
+    labels = {"upstream": "openai", "model": "gpt-4o"}
+    assert stack.metric("trimgate_context_overflows_total", **labels) == 1
+    assert stack.metric("trimgate_reactive_retries_total", **labels) == 1
+    assert stack.events()[0]["reason"] == "reactive"
+
+
+async def test_reactive_without_counts_shrinks_to_two_thirds(make_stack: MakeStack) -> None:
+    overflow = json_reply(
+        {
+            "type": "error",
+            "error": {"type": "invalid_request_error", "message": "prompt is too long"},
+        },
+        status=400,
+    )
+    fake = FakeProvider(lambda r: json_reply(anthropic_ok())).then(overflow)
+    stack = await make_stack(fake)
+    resp = await stack.client.post("/v1/messages", json=anthropic_messages(9, model="claude-3-5"))
+    assert resp.status == 200 and resp.headers["x-trimgate-retries"] == "1"
+    before = int(resp.headers["x-trimgate-tokens-before"])
+    assert int(resp.headers["x-trimgate-tokens-after"]) <= before * 2 // 3
+
+
+async def test_exhausted_returns_provider_error_unchanged(make_stack: MakeStack) -> None:
+    reply = openai_overflow(200_000, 128_000)
+    fake = FakeProvider(lambda r: reply)
+    stack = await make_stack(fake)
+    resp = await stack.client.post("/v1/chat/completions", json=openai_chat(3, model="gpt-4o"))
+    assert resp.status == 400
+    assert await resp.json() == reply.data
+    assert resp.headers["x-trimgate-exhausted"] == "true"
+    # the stated deficit (200k vs 128k) leaves room for only the newest turn; that
+    # lone turn still overflows and is not resent
+    assert len(fake.requests) == 2 and resp.headers["x-trimgate-retries"] == "1"
+    assert resp.headers["x-trimgate-kept-turns"] == "1"
+    assert stack.metric("trimgate_trim_exhausted_total", upstream="openai", model="gpt-4o") == 1
+
+
+async def test_lone_turn_is_never_resent(make_stack: MakeStack) -> None:
+    fake = FakeProvider(lambda r: openai_overflow(200_000, 128_000))
+    stack = await make_stack(fake)
+    resp = await stack.client.post("/v1/chat/completions", json=openai_chat(1, model="gpt-4o"))
+    assert resp.status == 400 and len(fake.requests) == 1
+    assert resp.headers["x-trimgate-exhausted"] == "true"
+
+
+async def test_retries_stop_at_max_retries(make_stack: MakeStack) -> None:
+    fake = FakeProvider(lambda r: openai_overflow(200_000, 128_000))
+    stack = await make_stack(fake, trimming={"reactive": {"max_retries": 1}})
+    resp = await stack.client.post("/v1/chat/completions", json=openai_chat(10, model="gpt-4o"))
+    assert resp.status == 400 and len(fake.requests) == 2
+    assert resp.headers["x-trimgate-exhausted"] == "true"
+
+
+async def test_reactive_disabled_never_retries(make_stack: MakeStack) -> None:
+    fake = FakeProvider(lambda r: openai_overflow(200_000, 128_000))
+    stack = await make_stack(fake, trimming={"reactive": {"enabled": False}})
+    resp = await stack.client.post("/v1/chat/completions", json=openai_chat(10, model="gpt-4o"))
+    assert resp.status == 400 and len(fake.requests) == 1
+
+
+async def test_overflow_as_first_event_of_a_200_stream(make_stack: MakeStack) -> None:
+    error = {
+        "type": "error",
+        "error": {
+            "type": "invalid_request_error",
+            "message": "prompt is too long: 250000 tokens > 200000 maximum",
+        },
+    }
+    ok_frames = sse_data(
+        {"type": "message_start", "message": {"usage": {"input_tokens": 50}}}, event="message_start"
+    )
+    fake = FakeProvider().then(sse_reply(sse_data(error, event="error")), sse_reply(ok_frames))
+    stack = await make_stack(fake)
+    resp = await stack.client.post(
+        "/v1/messages", json=anthropic_messages(8, model="claude-sonnet-4-5", stream=True)
+    )
+    assert resp.status == 200
+    text = await resp.text()
+    assert "message_start" in text and "prompt is too long" not in text
+    assert resp.headers["x-trimgate-reason"] == "reactive" and len(fake.requests) == 2
+
+
+async def test_error_json_with_status_200_is_recognised(make_stack: MakeStack) -> None:
+    body = {
+        "error": {
+            "message": "This model's maximum context length is 8192 tokens. However, "
+            "your messages resulted in 9000 tokens.",
+            "code": "context_length_exceeded",
+        }
+    }
+    fake = FakeProvider(lambda r: json_reply(openai_ok(10))).then(json_reply(body, status=200))
+    stack = await make_stack(fake)
+    resp = await stack.client.post("/v1/chat/completions", json=openai_chat(6, model="gpt-4o"))
+    assert resp.status == 200 and (await resp.json())["choices"]
+    assert len(fake.requests) == 2
+
+
+NEGATIVES = [e for e in CORPUS if not e["overflow"]]
+
+
+@pytest.mark.parametrize("entry", NEGATIVES, ids=[e["id"] for e in NEGATIVES])
+async def test_negative_corpus_bodies_pass_through_with_one_call(
+    make_stack: MakeStack, entry: dict[str, Any]
+) -> None:
+    raw = entry["body"].encode()
+    if entry.get("stream"):
+        reply = Reply(status=entry["status"], events=[raw])
+    else:
+        reply = Reply(status=entry["status"], body=raw)
+    fake = FakeProvider(lambda r: reply)
+    stack = await make_stack(fake)
+    path, body = {
+        "openai": ("/v1/chat/completions", openai_chat(6, model="gpt-4o")),
+        "openai-responses": ("/v1/responses", responses_input(6, model="gpt-4o")),
+        "anthropic": ("/v1/messages", anthropic_messages(6, model="claude-sonnet-4-5")),
+        "gemini": ("/v1beta/models/gemini-2.5-pro:generateContent", gemini_contents(6)),
+    }[entry["format"]]
+    resp = await stack.client.post(path, json=body)
+    assert resp.status == entry["status"]
+    assert await resp.read() == raw
+    assert len(fake.requests) == 1
+    assert resp.headers["x-trimgate-retries"] == "0"
+    assert "x-trimgate-exhausted" not in resp.headers
+
+
+async def test_invalid_json_is_forwarded_untouched(make_stack: MakeStack) -> None:
+    stack = await make_stack()
+    resp = await stack.client.post("/v1/chat/completions", data=b'{"model": "gpt-4o", "messa')
+    assert resp.status == 200
+    assert resp.headers["x-trimgate-skipped"] == "invalid-json"
+    assert stack.fake.requests[0].body == b'{"model": "gpt-4o", "messa'
+
+
+async def test_unexpected_shape_is_forwarded_untouched(make_stack: MakeStack) -> None:
+    stack = await make_stack()
+    body = b'{"model": "gpt-4o", "messages": "not a list"}'
+    resp = await stack.client.post("/v1/chat/completions", data=body)
+    assert resp.headers["x-trimgate-skipped"] and stack.fake.requests[0].body == body
+
+
+async def test_gzip_request_body_is_decoded_only_when_changed(make_stack: MakeStack) -> None:
+    stack = await make_stack()
+    small = gzip.compress(orjson.dumps(openai_chat(2, size=10, model="gpt-4o")))
+    await stack.client.post(
+        "/v1/chat/completions", data=small, headers={"Content-Encoding": "gzip"}
+    )
+    assert stack.fake.requests[0].body == small
+    big = gzip.compress(orjson.dumps(openai_chat(8, model="small-1")))
+    resp = await stack.client.post(
+        "/v1/chat/completions", data=big, headers={"Content-Encoding": "gzip"}
+    )
+    assert resp.headers["x-trimgate-trimmed"] == "true"
+    sent = stack.fake.requests[1]
+    assert "Content-Encoding" not in sent.headers and CRUMB in sent.body.decode()
+
+
+async def test_body_over_limit_gets_413(make_stack: MakeStack) -> None:
+    stack = await make_stack(server={"max_body_bytes": 1000})
+    resp = await stack.client.post("/v1/messages", data=b"x" * 5000)
+    assert resp.status == 413
+    assert (await resp.json())["error"]["type"] == "request_too_large"
+    assert stack.fake.requests == []
+
+
+async def test_unreachable_upstream_is_502_in_provider_envelope(make_stack: MakeStack) -> None:
+    stack = await make_stack(
+        upstreams={"anthropic": {"provider": "anthropic", "base_url": "http://127.0.0.1:9"}}
+    )
+    resp = await stack.client.post("/v1/messages", json=anthropic_messages(1))
+    assert resp.status == 502
+    body = await resp.json()
+    assert body["type"] == "error" and body["error"]["type"] == "api_error"
+
+
+async def test_upstream_timeout_is_504(make_stack: MakeStack) -> None:
+    fake = FakeProvider().then(Reply(hang=True))
+    stack = await make_stack(fake, server={"read_timeout": 0.3})
+    resp = await stack.client.post("/v1/chat/completions", json=openai_chat(1, model="gpt-4o"))
+    assert resp.status == 504
+    assert (await resp.json())["error"]["code"] == "upstream_timeout"
+
+
+async def test_shadow_mode_reports_but_forwards_untouched(make_stack: MakeStack) -> None:
+    stack = await make_stack()
+    body = orjson.dumps(openai_chat(8, model="small-1"))
+    resp = await stack.client.post(
+        "/v1/chat/completions", data=body, headers={"x-trimgate-mode": "shadow"}
+    )
+    assert resp.headers["x-trimgate-shadow"] == "true"
+    assert resp.headers["x-trimgate-trimmed"] == "true"
+    assert stack.fake.requests[0].body == body
+    assert stack.events()[0]["shadow"] is True
+
+
+async def test_mode_off_forwards_untouched_without_signals(make_stack: MakeStack) -> None:
+    stack = await make_stack(trimming={"mode": "off"})
+    body = orjson.dumps(openai_chat(8, model="small-1"))
+    resp = await stack.client.post("/v1/chat/completions", data=body)
+    assert stack.fake.requests[0].body == body and "x-trimgate-trimmed" not in resp.headers
+    on = await stack.client.post(
+        "/v1/chat/completions", data=body, headers={"x-trimgate-mode": "enforce"}
+    )
+    assert on.headers["x-trimgate-trimmed"] == "true"
+
+
+async def test_budget_header_only_lowers(make_stack: MakeStack) -> None:
+    stack = await make_stack()
+    body = openai_chat(4, size=100, model="gpt-4o")
+    resp = await stack.client.post(
+        "/v1/chat/completions", json=body, headers={"x-trimgate-budget": "200"}
+    )
+    assert resp.headers["x-trimgate-budget"] == "200"
+    assert resp.headers["x-trimgate-trimmed"] == "true"
+    resp = await stack.client.post(
+        "/v1/chat/completions", json=body, headers={"x-trimgate-budget": "999999999"}
+    )
+    assert resp.headers["x-trimgate-budget"] == "128000"
+
+
+async def test_output_reservation_lowers_the_budget(make_stack: MakeStack) -> None:
+    stack = await make_stack()
+    resp = await stack.client.post(
+        "/v1/chat/completions", json=openai_chat(1, size=10, model="small-1", max_tokens=300)
+    )
+    assert resp.headers["x-trimgate-budget"] == "700"
+
+
+async def test_prefix_upstream_strips_prefix(make_stack: MakeStack) -> None:
+    fake = FakeProvider()
+    stack = await make_stack(fake)
+    base = str(stack.fake_server.make_url("")).rstrip("/")
+    stack2 = await make_stack(
+        fake,
+        upstreams={"groq": {"provider": "openai", "base_url": base + "/openai", "prefix": "/groq"}},
+    )
+    resp = await stack2.client.post("/groq/v1/chat/completions", json=openai_chat(1, size=5))
+    assert resp.status == 200 and "x-trimgate-trimmed" in resp.headers
+    assert fake.requests[-1].path == "/openai/v1/chat/completions"
+    assert (
+        stack2.metric(
+            "trimgate_requests_total",
+            upstream="groq",
+            provider="openai",
+            model="small-*",
+            status="200",
+        )
+        == 1
+    )
+
+
+async def test_streamed_answer_is_relayed_as_it_arrives(make_stack: MakeStack) -> None:
+    frames = sse_data(*({"choices": [{"delta": {"content": str(i)}}]} for i in range(3)))
+    fake = FakeProvider().then(Reply(events=[*frames, b"data: [DONE]\n\n"], event_delay=0.5))
+    stack = await make_stack(fake)
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+    resp = await stack.client.post(
+        "/v1/chat/completions", json=openai_chat(1, model="gpt-4o", stream=True)
+    )
+    first = await resp.content.readany()
+    t_first = loop.time() - t0
+    rest = await resp.read()
+    t_all = loop.time() - t0
+    assert b'"0"' in first
+    assert t_first < 0.4 < 1.0 < t_all
+    assert rest.endswith(b"data: [DONE]\n\n")
+    assert resp.headers["x-trimgate-trimmed"] == "false"
+
+
+async def test_client_disconnect_cancels_upstream(make_stack: MakeStack) -> None:
+    fake = FakeProvider().then(Reply(hang=True))
+    stack = await make_stack(fake)
+    task = asyncio.ensure_future(
+        stack.client.post("/v1/chat/completions", json=openai_chat(1, model="gpt-4o"))
+    )
+    for _ in range(100):
+        if fake.requests:
+            break
+        await asyncio.sleep(0.02)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    for _ in range(100):
+        if fake.cancelled:
+            break
+        await asyncio.sleep(0.02)
+    assert fake.cancelled == 1
+
+
+async def test_calibration_learns_from_usage(make_stack: MakeStack) -> None:
+    fake = FakeProvider(lambda r: json_reply(openai_ok(1600)))
+    stack = await make_stack(fake)
+    resp = await stack.client.post("/v1/chat/completions", json=openai_chat(6, model="gpt-4o"))
+    estimate = int(resp.headers["x-trimgate-tokens-before"])
+    ratio = stack.metric("trimgate_estimate_calibration_ratio", model="gpt-4o")
+    assert ratio == pytest.approx(1600 / estimate, rel=0.01)
+    # the next request is planned with it: the estimate is now in provider tokens
+    resp = await stack.client.post("/v1/chat/completions", json=openai_chat(6, model="gpt-4o"))
+    assert int(resp.headers["x-trimgate-tokens-before"]) == pytest.approx(1600, rel=0.01)
+
+
+async def test_calibration_learns_from_streamed_usage(make_stack: MakeStack) -> None:
+    frames = sse_data(
+        {"choices": [{"delta": {"content": "hi"}}]},
+        {"choices": [], "usage": {"prompt_tokens": 3000, "completion_tokens": 1}},
+    )
+    fake = FakeProvider(lambda r: sse_reply([*frames, b"data: [DONE]\n\n"]))
+    stack = await make_stack(fake)
+    resp = await stack.client.post(
+        "/v1/chat/completions", json=openai_chat(6, model="gpt-4o", stream=True)
+    )
+    await resp.read()
+    estimate = int(resp.headers["x-trimgate-tokens-before"])
+    ratio = stack.metric("trimgate_estimate_calibration_ratio", model="gpt-4o")
+    assert ratio == pytest.approx(3000 / estimate, rel=0.01)

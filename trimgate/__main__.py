@@ -1,0 +1,3 @@
+from trimgate.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,156 @@
+"""create_app: the aiohttp application, its typed state and admin endpoints."""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import aiohttp
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+from trimgate.config import Config
+from trimgate.proxy.events import EventHub
+from trimgate.proxy.forward import Proxy
+from trimgate.proxy.metrics import Metrics
+from trimgate.proxy.upstream import make_session
+
+Sleep = Callable[[float], Awaitable[None]]
+
+CONFIG = web.AppKey("config", Config)
+METRICS = web.AppKey("metrics", Metrics)
+HUB = web.AppKey("hub", EventHub)
+PROXY = web.AppKey("proxy", Proxy)
+REGISTRY_KEY = web.AppKey("registry", CollectorRegistry)
+
+ADMIN_PATHS = frozenset(
+    {"/metrics", "/healthz", "/readyz", "/api/events", "/api/events/history", "/api/ws"}
+)
+OPEN_PATHS = frozenset({"/healthz", "/readyz"})  # orchestrators probe these without a token
+
+
+class Shared:
+    """What the proxy app and a separate admin app have in common."""
+
+    def __init__(self, config: Config, registry: CollectorRegistry, metrics: Metrics) -> None:
+        self.config = config
+        self.registry = registry
+        self.metrics = metrics
+        self.hub = EventHub(metrics)
+        self.session: aiohttp.ClientSession | None = None
+
+    def get_session(self) -> aiohttp.ClientSession:
+        assert self.session is not None, "the ClientSession lives in the app's cleanup_ctx"
+        return self.session
+
+
+def create_app(
+    config: Config,
+    *,
+    registry: CollectorRegistry | None = None,
+    sleep: Sleep = asyncio.sleep,
+    metrics_output: Callable[[], bytes] | None = None,
+    admin: bool | None = None,
+    shared: Shared | None = None,
+) -> web.Application:
+    """The proxy application.
+
+    ``admin`` (default: no separate admin port configured) mounts the admin
+    endpoints on this app. ``shared`` lets a separate admin app (see
+    ``create_admin_app``) see the same hub and metrics.
+    """
+    if shared is None:
+        registry = registry if registry is not None else CollectorRegistry()
+        shared = Shared(config, registry, Metrics(registry))
+    if admin is None:
+        admin = config.server.admin_port is None
+    app = web.Application(client_max_size=config.server.max_body_bytes)
+    proxy = Proxy(
+        config, metrics=shared.metrics, hub=shared.hub, session=shared.get_session, sleep=sleep
+    )
+    app[CONFIG] = config
+    app[METRICS] = shared.metrics
+    app[HUB] = shared.hub
+    app[PROXY] = proxy
+    app[REGISTRY_KEY] = shared.registry
+
+    async def session_ctx(_: web.Application) -> AsyncIterator[None]:
+        shared.session = make_session(config.server)
+        try:
+            yield
+        finally:
+            await shared.session.close()
+            shared.session = None
+
+    app.cleanup_ctx.append(session_ctx)
+    if admin:
+        _admin_routes(app, shared, metrics_output)
+    else:
+
+        async def not_here(request: web.Request) -> web.Response:
+            return web.json_response({"error": "served on the admin port"}, status=404)
+
+        for path in ADMIN_PATHS:
+            app.router.add_route("*", path, not_here)
+    app.router.add_route("*", "/{tail:.*}", proxy.handle)
+    return app
+
+
+def create_admin_app(
+    shared: Shared, *, metrics_output: Callable[[], bytes] | None = None
+) -> web.Application:
+    app = web.Application()
+    _admin_routes(app, shared, metrics_output)
+    return app
+
+
+def _admin_routes(
+    app: web.Application, shared: Shared, metrics_output: Callable[[], bytes] | None
+) -> None:
+    token = shared.config.server.admin_token
+    hub = shared.hub
+    registry = shared.registry
+
+    def output() -> bytes:
+        if metrics_output is not None:
+            return metrics_output()
+        return generate_latest(registry)
+
+    @web.middleware
+    async def guard(
+        request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        if token and request.path in ADMIN_PATHS and request.path not in OPEN_PATHS:
+            given = request.headers.get("Authorization", "")
+            expected = f"Bearer {token}"
+            if not hmac.compare_digest(given.encode(), expected.encode()):
+                return web.json_response(
+                    {"error": "admin endpoints need Authorization: Bearer <admin_token>"},
+                    status=401,
+                    headers={"WWW-Authenticate": "Bearer"},
+                )
+        return await handler(request)
+
+    app.middlewares.append(guard)
+
+    async def metrics(request: web.Request) -> web.Response:
+        body = await asyncio.get_running_loop().run_in_executor(None, output)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def healthz(request: web.Request) -> web.Response:
+        return web.json_response({"status": "ok"})
+
+    async def readyz(request: web.Request) -> web.Response:
+        # ready once the proxy app's ClientSession is open (also seen from an admin app)
+        ready = shared.session is not None and not shared.session.closed
+        return web.json_response(
+            {"status": "ready" if ready else "starting"}, status=200 if ready else 503
+        )
+
+    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    app.router.add_get("/api/events", hub.handle_sse)
+    app.router.add_get("/api/events/history", hub.handle_history)
+    app.router.add_get("/api/ws", hub.handle_ws)

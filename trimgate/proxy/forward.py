@@ -1,0 +1,617 @@
+"""The request handler: read, decode, plan, encode, send, retry on overflow, relay.
+
+Nothing a client sends is lost: a body trimgate cannot read is forwarded as
+it came (``x-trimgate-skipped``); when nothing changes, the original bytes go
+upstream. A reactive retry happens only before the first byte reaches the
+client, so no byte of a failed attempt is ever relayed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import time
+import zlib
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+import aiohttp
+import orjson
+from aiohttp import web
+from multidict import CIMultiDict
+from tenacity import AsyncRetrying, retry_if_result, stop_after_attempt, wait_none
+
+from trimgate.config import Config, TrimmingConfig
+from trimgate.errors import DecodeError, UpstreamError
+from trimgate.providers.base import Codec, Decoded, DecodeOptions
+from trimgate.providers.catalog import Catalog, CatalogEntry
+from trimgate.providers.overflow import Overflow
+from trimgate.providers.registry import CODECS
+from trimgate.proxy import upstream as up
+from trimgate.proxy.events import EventHub
+from trimgate.proxy.metrics import Metrics
+from trimgate.proxy.routing import NoUpstream, Route, Router
+from trimgate.proxy.signals import Outcome, attribution, record, response_headers
+from trimgate.sse import SSEDecoder
+from trimgate.trimming.budget import effective_budget, reactive_budget
+from trimgate.trimming.estimate import Calibration, bytes_tokens, observe, text_tokens, utf8_len
+from trimgate.trimming.pipeline import Policy, TrimPlan, plan
+
+log = logging.getLogger("trimgate")
+
+ERROR_BODY_LIMIT = 256 * 1024  # an error body read whole to recognise an overflow
+FIRST_EVENT_LIMIT = 64 * 1024
+USAGE_JSON_LIMIT = 8 * 1024 * 1024  # JSON answers larger than this teach no calibration
+MAX_CALIBRATED_MODELS = 1024
+Sleep = Callable[[float], Awaitable[None]]
+
+
+@dataclass(slots=True)
+class Attempt:
+    resp: aiohttp.ClientResponse
+    head: bytes  # body bytes already read from resp, relayed first
+    overflow: Overflow | None
+    retry: bool = False
+
+
+@dataclass(slots=True)
+class Chat:
+    """Everything known about one examined chat request."""
+
+    route: Route
+    codec: Codec
+    decoded: Decoded
+    tc: TrimmingConfig
+    policy: Policy
+    plan: TrimPlan
+    label: str
+    shadow: bool
+    crumb: str
+
+
+class Proxy:
+    def __init__(
+        self,
+        config: Config,
+        *,
+        metrics: Metrics,
+        hub: EventHub,
+        session: Callable[[], aiohttp.ClientSession],
+        sleep: Sleep = asyncio.sleep,
+    ) -> None:
+        self.config = config
+        self.metrics = metrics
+        self.hub = hub
+        self.router = Router(config)
+        self._session = session
+        self._sleep = sleep
+        user = [
+            CatalogEntry(name=m.name or m.match, match=m.match, context_window=m.context_window)
+            for m in config.models
+        ]
+        self.catalog = Catalog(user)
+        self._overrides = {
+            (m.name or m.match): config.for_model(m.trimming) for m in config.models if m.trimming
+        }
+        self.calibration: dict[str, Calibration] = {}
+        t = config.trimming
+        self._options = DecodeOptions(breadcrumb=t.breadcrumb.text, media_tokens=t.media_tokens)
+
+    # --- entry ------------------------------------------------------------
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        started = time.perf_counter()
+        request_id = secrets.token_hex(8)
+        if request.method == "CONNECT" or not request.raw_path.startswith("/"):
+            return _refuse(request_id)
+        try:
+            route = self.router.route(request.method, request.path)
+        except NoUpstream as exc:
+            return error_response(
+                exc.provider, 404, f"no upstream configured for {exc.provider}", request_id
+            )
+        provider = route.upstream.provider
+        try:
+            body = await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            self._count(route, "other", 413)
+            return error_response(
+                provider, 413, "request body exceeds server.max_body_bytes", request_id
+            )
+        chat: Chat | None = None
+        skipped: str | None = None
+        if route.wire_format is not None:
+            chat, skipped = self._examine(request, route, body)
+        try:
+            return await self._forward(request, route, body, chat, skipped, request_id, started)
+        except UpstreamError as exc:
+            label = chat.label if chat else "other"
+            self._count(route, label, exc.status)
+            log.warning(
+                "upstream failed",
+                extra={
+                    "event": "upstream_error",
+                    "request_id": request_id,
+                    "upstream": route.name,
+                    "status": exc.status,
+                    "error": str(exc),
+                },
+            )
+            return error_response(provider, exc.status, str(exc), request_id)
+
+    # --- examine: decode and plan -------------------------------------------
+
+    def _examine(
+        self, request: web.Request, route: Route, body: bytes
+    ) -> tuple[Chat | None, str | None]:
+        assert route.wire_format is not None
+        mode = request.headers.get("x-trimgate-mode", "").lower() or self.config.trimming.mode
+        if mode not in ("enforce", "shadow", "off"):
+            mode = self.config.trimming.mode
+        if mode == "off":
+            return None, None
+        raw = body
+        encoding = request.headers.get("Content-Encoding", "").lower().strip()
+        if encoding:
+            decompressed = _decompress(body, encoding, self.config.server.max_body_bytes)
+            if decompressed is None:
+                return None, "compressed-body"
+            raw = decompressed
+        try:
+            data = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            return None, "invalid-json"
+        if not isinstance(data, dict):
+            return None, "not-an-object"
+        codec = CODECS[route.wire_format]
+        try:
+            decoded = codec.decode(data, path=route.path, options=self._options)
+        except DecodeError as exc:
+            return None, exc.reason
+        if decoded.skip:
+            return None, decoded.skip
+
+        entry = self.catalog.lookup(decoded.model)
+        label = entry.name if entry else "other"
+        tc = self._overrides.get(label, self.config.trimming)
+        if tc.breadcrumb.text != self._options.breadcrumb or (
+            tc.media_tokens != self._options.media_tokens
+        ):
+            options = DecodeOptions(breadcrumb=tc.breadcrumb.text, media_tokens=tc.media_tokens)
+            decoded = codec.decode(data, path=route.path, options=options)
+        window = entry.context_window if entry else tc.max_context_tokens
+        ratio = self.calibration.get(label, Calibration()).ratio if tc.calibrate else 1.0
+        policy = make_policy(
+            tc,
+            window,
+            decoded,
+            request_budget=_int_header(request.headers.get("x-trimgate-budget")),
+            ratio=ratio,
+        )
+        crumb = tc.breadcrumb.text
+        trim_plan = plan(decoded.conversation, policy)
+        return (
+            Chat(route, codec, decoded, tc, policy, trim_plan, label, mode == "shadow", crumb),
+            None,
+        )
+
+    def _body_for(self, chat: Chat, original: bytes) -> bytes:
+        if chat.shadow or not chat.plan.changed:
+            return original
+        return orjson.dumps(chat.codec.encode(chat.decoded, chat.plan, breadcrumb=chat.crumb))
+
+    # --- forward, with reactive retries ---------------------------------------
+
+    async def _forward(
+        self,
+        request: web.Request,
+        route: Route,
+        body: bytes,
+        chat: Chat | None,
+        skipped: str | None,
+        request_id: str,
+        started: float,
+    ) -> web.StreamResponse:
+        url = route.url(request.query_string)
+        headers = up.request_headers(request.headers)
+        session = self._session()
+        spent_upstream = 0.0
+
+        send_body = self._body_for(chat, body) if chat else body
+        if send_body is not body:
+            headers.popall("Content-Encoding", None)
+
+        async def attempt(payload: bytes) -> Attempt:
+            nonlocal spent_upstream
+            t = time.perf_counter()
+            resp = await up.send(session, request.method, url, headers, payload)
+            elapsed = time.perf_counter() - t
+            spent_upstream += elapsed
+            self.metrics.upstream_duration.labels(route.name).observe(elapsed)
+            if chat is None:
+                return Attempt(resp, b"", None)
+            try:
+                head, overflow = await _sniff_overflow(chat.codec, resp)
+            except BaseException:
+                resp.close()
+                raise
+            return Attempt(resp, head, overflow)
+
+        if chat is None:
+            final = await attempt(send_body)
+            outcome = None
+        else:
+            final, outcome = await self._with_retries(chat, attempt, send_body, request_id)
+            chat_headers = request.headers
+            outcome.attribution = attribution(
+                {k.lower(): v for k, v in chat_headers.items() if k.lower().startswith("x-trim")}
+            )
+
+        extra: dict[str, str] = {"x-trimgate-request-id": request_id}
+        if skipped:
+            extra["x-trimgate-skipped"] = skipped
+        if outcome is not None:
+            extra.update(response_headers(outcome))
+
+        label = chat.label if chat else "other"
+        self._count(route, label, final.resp.status)
+        if outcome is not None:
+            record(outcome, self.metrics, self.hub)
+        overhead = time.perf_counter() - started - spent_upstream
+        self.metrics.overhead.labels(route.name).observe(max(0.0, overhead))
+        if chat is not None and outcome is not None:
+            log.info(
+                "request",
+                extra={
+                    "event": "request",
+                    "request_id": request_id,
+                    "upstream": route.name,
+                    "format": route.wire_format,
+                    "model": chat.label,
+                    "status": final.resp.status,
+                    "trimmed": outcome.report.trimmed,
+                    "tokens_after": outcome.report.tokens_after,
+                    "budget": outcome.report.budget,
+                    "retries": outcome.retries,
+                    **outcome.attribution,
+                },
+            )
+        sniffer = _UsageSniffer(chat, final.resp) if chat and final.resp.status < 300 else None
+        response = await _relay(request, final, extra, sniffer)
+        if sniffer is not None and outcome is not None:
+            self._learn(chat, sniffer.prompt_tokens(), outcome)  # type: ignore[arg-type]
+        return response
+
+    async def _with_retries(
+        self,
+        chat: Chat,
+        attempt: Callable[[bytes], Awaitable[Attempt]],
+        first_body: bytes,
+        request_id: str,
+    ) -> tuple[Attempt, Outcome]:
+        conversation = chat.decoded.conversation
+        reactive = chat.tc.reactive
+        state: dict[str, Any] = {"plan": chat.plan, "body": first_body, "last": None}
+        counts = {"retries": 0, "overflows": 0}
+
+        async def one() -> Attempt:
+            last: Attempt | None = state["last"]
+            if last is not None and last.overflow is not None:
+                last.resp.close()
+                previous: TrimPlan = state["plan"]
+                self._learn_overflow(chat, last.overflow, previous)
+                target = reactive_budget(
+                    previous.report.tokens_after, last.overflow.real, last.overflow.maximum
+                )
+                policy = replace(
+                    chat.policy, budget=target, max_turns=previous.report.kept_turns - 1
+                )
+                new_plan = plan(conversation, policy)
+                state["plan"] = new_plan
+                state["body"] = orjson.dumps(
+                    chat.codec.encode(chat.decoded, new_plan, breadcrumb=chat.crumb)
+                )
+                counts["retries"] += 1
+            result = await attempt(state["body"])
+            if result.overflow is not None:
+                counts["overflows"] += 1
+                current: TrimPlan = state["plan"]
+                result.retry = (
+                    reactive.enabled and not chat.shadow and current.report.kept_turns > 1
+                )
+            state["last"] = result
+            return result
+
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(reactive.max_retries + 1),
+            retry=retry_if_result(lambda a: bool(a.retry)),
+            wait=wait_none(),
+            sleep=self._sleep,
+            retry_error_callback=lambda rs: rs.outcome.result() if rs.outcome else None,
+            reraise=True,
+        )
+        final: Attempt = await retrying(one)
+        final_plan: TrimPlan = state["plan"]
+        reason = None
+        if final_plan.report.trimmed:
+            reason = "reactive" if counts["retries"] else "preemptive"
+        outcome = Outcome(
+            request_id=request_id,
+            upstream=chat.route.name,
+            provider=chat.route.upstream.provider,
+            wire_format=chat.codec.wire_format,
+            model=chat.decoded.model,
+            model_label=chat.label,
+            report=final_plan.report,
+            reason=reason,
+            retries=counts["retries"],
+            overflows=counts["overflows"],
+            exhausted=final.overflow is not None,
+            shadow=chat.shadow,
+        )
+        return final, outcome
+
+    # --- calibration --------------------------------------------------------
+
+    def _raw_estimate(self, chat: Chat, trim_plan: TrimPlan) -> int:
+        ratio = chat.policy.ratio or 1.0
+        report = trim_plan.report
+        tokens = report.tokens_before if chat.shadow else report.tokens_after
+        return round(tokens / ratio)
+
+    def _observe(self, chat: Chat, reported: int, estimated: int) -> None:
+        if not chat.tc.calibrate:
+            return
+        if chat.label not in self.calibration and len(self.calibration) >= MAX_CALIBRATED_MODELS:
+            return
+        state = observe(self.calibration.get(chat.label, Calibration()), reported, estimated)
+        self.calibration[chat.label] = state
+        self.metrics.calibration.labels(chat.label).set(state.ratio)
+
+    def _learn(self, chat: Chat, reported: int | None, outcome: Outcome) -> None:
+        if reported is None:
+            return
+        final_plan = chat.plan if not outcome.retries else None
+        ratio = chat.policy.ratio or 1.0
+        report = final_plan.report if final_plan else outcome.report
+        tokens = report.tokens_before if chat.shadow else report.tokens_after
+        self._observe(chat, reported, round(tokens / ratio))
+
+    def _learn_overflow(self, chat: Chat, overflow: Overflow, sent: TrimPlan) -> None:
+        if overflow.real:
+            self._observe(chat, overflow.real, self._raw_estimate(chat, sent))
+
+    def _count(self, route: Route, label: str, status: int) -> None:
+        self.metrics.requests.labels(route.name, route.upstream.provider, label, str(status)).inc()
+
+
+# --- helpers ---------------------------------------------------------------
+
+
+def make_policy(
+    tc: TrimmingConfig,
+    window: int,
+    decoded: Decoded,
+    *,
+    request_budget: int | None = None,
+    budget: int | None = None,
+    ratio: float = 1.0,
+) -> Policy:
+    """The trimming policy of one request (``budget`` overrides the computed one)."""
+    if budget is None:
+        budget = effective_budget(
+            window,
+            pruning_enabled=tc.history_pruning.enabled,
+            pruning_max_tokens=tc.history_pruning.max_tokens,
+            request_budget=request_budget,
+            reserve_output=tc.reserve_output_tokens,
+            output_limit=decoded.output_limit,
+        )
+    crumb = tc.breadcrumb.text
+    placement = tc.breadcrumb.placement
+    crumb_tokens = {
+        "message": text_tokens(crumb),
+        "merge": bytes_tokens(utf8_len(crumb) + 2),
+        "none": 0,
+    }[placement]
+    return Policy(
+        budget=budget,
+        breadcrumb_tokens=crumb_tokens,
+        placement=placement,
+        max_messages=tc.max_history_messages,
+        max_tool_result_chars=tc.max_tool_result_chars,
+        orphan_sweep=tc.orphan_sweep,
+        hoist=decoded.hoistable and tc.system_messages == "hoist",
+        ratio=ratio,
+    )
+
+
+def _int_header(value: str | None) -> int | None:
+    if not value:
+        return None
+    try:
+        n = int(value.strip())
+    except ValueError:
+        return None
+    return n if n > 0 else None
+
+
+def _decompress(body: bytes, encoding: str, limit: int) -> bytes | None:
+    if encoding not in ("gzip", "deflate", "x-gzip"):
+        return None
+    wbits = 16 + zlib.MAX_WBITS if encoding in ("gzip", "x-gzip") else zlib.MAX_WBITS
+    try:
+        d = zlib.decompressobj(wbits)
+        out = d.decompress(body, limit + 1)
+    except zlib.error:
+        return None
+    if len(out) > limit or d.unconsumed_tail:
+        return None
+    return out
+
+
+async def _sniff_overflow(
+    codec: Codec, resp: aiohttp.ClientResponse
+) -> tuple[bytes, Overflow | None]:
+    """Read just enough of an answer to tell an overflow, and return those bytes."""
+    encoding = resp.headers.get("Content-Encoding", "")
+    ctype = resp.headers.get("Content-Type", "").lower()
+    if resp.status >= 400:
+        head, complete = await up.read_head(resp, ERROR_BODY_LIMIT)
+        if not complete:
+            return head, None
+        body = head
+        if encoding:
+            inflated = _decompress(head, encoding.lower(), ERROR_BODY_LIMIT * 8)
+            if inflated is None:
+                return head, None
+            body = inflated
+        return head, codec.detect_overflow(resp.status, body)
+    if encoding or resp.status != 200:
+        return b"", None
+    if "text/event-stream" in ctype:
+        head = await up.read_until(resp, b"\n\n", FIRST_EVENT_LIMIT)
+        return head, codec.detect_stream_overflow(head)
+    if "json" in ctype:
+        head, complete = await up.read_head(resp, 0)  # the first chunk
+        start = head[:256].lstrip()
+        if start[:1] == b"{" and (b'"error"' in start or b'"type":"error"' in start):
+            if not complete:
+                rest, complete = await up.read_head(resp, ERROR_BODY_LIMIT)
+                head += rest
+            if complete:
+                return head, codec.detect_overflow(resp.status, head)
+        return head, None
+    return b"", None
+
+
+class _UsageSniffer:
+    """Reads the prompt-token usage from a relayed answer without holding it up."""
+
+    __slots__ = ("_buf", "_codec", "_sse", "_tokens", "_too_big")
+
+    def __init__(self, chat: Chat, resp: aiohttp.ClientResponse) -> None:
+        self._codec = chat.codec
+        ctype = resp.headers.get("Content-Type", "").lower()
+        compressed = bool(resp.headers.get("Content-Encoding"))
+        self._sse = SSEDecoder() if "text/event-stream" in ctype and not compressed else None
+        self._buf: bytearray | None = (
+            bytearray() if self._sse is None and "json" in ctype and not compressed else None
+        )
+        self._tokens: int | None = None
+        self._too_big = False
+
+    def feed(self, chunk: bytes) -> None:
+        if self._sse is not None:
+            for event in self._sse.decode(chunk):
+                tokens = self._codec.stream_usage(event.data)
+                if tokens is not None:
+                    self._tokens = tokens
+        elif self._buf is not None and not self._too_big:
+            if len(self._buf) + len(chunk) > USAGE_JSON_LIMIT:
+                self._too_big = True
+                self._buf = None
+            else:
+                self._buf += chunk
+
+    def prompt_tokens(self) -> int | None:
+        if self._buf:
+            try:
+                self._tokens = self._codec.usage(orjson.loads(self._buf))
+            except orjson.JSONDecodeError:
+                return None
+        return self._tokens
+
+
+async def _relay(
+    request: web.Request,
+    attempt: Attempt,
+    extra: dict[str, str],
+    sniffer: _UsageSniffer | None,
+) -> web.StreamResponse:
+    resp = attempt.resp
+    try:
+        headers = up.response_headers(resp.headers)
+        for k, v in extra.items():
+            headers[k] = v
+        out = web.StreamResponse(status=resp.status, reason=resp.reason, headers=headers)
+        length = resp.headers.get("Content-Length")
+        if length is not None and length.isdigit():
+            out.content_length = int(length)
+        await out.prepare(request)
+        if attempt.head:
+            if sniffer:
+                sniffer.feed(attempt.head)
+            await out.write(attempt.head)
+        try:
+            async for chunk in resp.content.iter_any():
+                if sniffer:
+                    sniffer.feed(chunk)
+                await out.write(chunk)
+        except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError, TimeoutError):
+            # The provider broke off mid-answer; the client sees the connection end.
+            log.warning("upstream broke off mid-answer", extra={"event": "upstream_truncated"})
+            if request.transport is not None:
+                request.transport.close()
+            return out
+        await out.write_eof()
+        return out
+    finally:
+        resp.release()
+
+
+def _refuse(request_id: str) -> web.Response:
+    return web.json_response(
+        {"error": {"message": "trimgate is not an open proxy", "type": "invalid_request_error"}},
+        status=400,
+        headers={"x-trimgate-request-id": request_id},
+    )
+
+
+_GEMINI_STATUS = {
+    400: "INVALID_ARGUMENT",
+    404: "NOT_FOUND",
+    413: "INVALID_ARGUMENT",
+    502: "UNAVAILABLE",
+    504: "DEADLINE_EXCEEDED",
+}
+_ANTHROPIC_TYPE = {
+    400: "invalid_request_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    502: "api_error",
+    504: "timeout_error",
+}
+
+
+def error_response(provider: str, status: int, message: str, request_id: str) -> web.Response:
+    """An error in the provider's own envelope, so SDKs raise their usual exceptions."""
+    body: dict[str, Any]
+    if provider == "anthropic":
+        body = {
+            "type": "error",
+            "error": {"type": _ANTHROPIC_TYPE.get(status, "api_error"), "message": message},
+        }
+    elif provider == "gemini":
+        body = {
+            "error": {
+                "code": status,
+                "message": message,
+                "status": _GEMINI_STATUS.get(status, "INTERNAL"),
+            }
+        }
+    else:
+        body = {
+            "error": {
+                "message": message,
+                "type": "trimgate_error",
+                "param": None,
+                "code": {502: "upstream_unreachable", 504: "upstream_timeout"}.get(status),
+            }
+        }
+    headers = CIMultiDict({"x-trimgate-request-id": request_id, "x-trimgate-error": "true"})
+    return web.Response(
+        body=orjson.dumps(body), status=status, content_type="application/json", headers=headers
+    )

@@ -1,0 +1,93 @@
+"""Path -> (upstream, wire format) (SPEC §2).
+
+1. An upstream whose ``prefix`` starts the path wins; the prefix is stripped.
+2. Otherwise the path's shape picks the default (first configured) upstream of
+   its provider: ``/v1/messages...`` anthropic, Gemini model methods and
+   ``/v1beta/...`` gemini, everything else openai.
+
+The upstream URL is always ``base_url + path + query``: nothing from the
+request chooses the host.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from trimgate.config import Config, UpstreamConfig
+
+_GEMINI_METHOD = re.compile(
+    r"^/v1(?:beta|alpha)?\d*/(?:models|tunedModels)/[^/:]+:"
+    r"(generateContent|streamGenerateContent|countTokens)$"
+)
+_GEMINI_ANY = re.compile(r"^/v1(?:beta|alpha)\d*/|^/v1/(?:models|tunedModels)/[^/:]+:")
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    name: str  # the upstream's config name: the `upstream` metric label
+    upstream: UpstreamConfig
+    path: str  # the path forwarded, prefix stripped
+    wire_format: str | None  # set on chat endpoints that trimgate examines
+    count_tokens: bool = False
+
+    def url(self, query: str) -> str:
+        return self.upstream.base_url + self.path + (f"?{query}" if query else "")
+
+
+class NoUpstream(Exception):
+    def __init__(self, provider: str) -> None:
+        super().__init__(provider)
+        self.provider = provider
+
+
+class Router:
+    def __init__(self, config: Config) -> None:
+        self._prefixed = sorted(
+            ((up.prefix, name, up) for name, up in config.upstreams.items() if up.prefix),
+            key=lambda t: -len(t[0]),
+        )
+        self._default: dict[str, tuple[str, UpstreamConfig]] = {}
+        for name, up in config.upstreams.items():
+            if up.prefix is None:
+                self._default.setdefault(up.provider, (name, up))
+        for name, up in config.upstreams.items():
+            self._default.setdefault(up.provider, (name, up))
+
+    def route(self, method: str, path: str) -> Route:
+        """Raise ``NoUpstream`` when no upstream serves this path's provider."""
+        for prefix, name, up in self._prefixed:
+            if path == prefix or path.startswith(prefix + "/"):
+                rest = path[len(prefix) :] or "/"
+                return Route(name, up, rest, *_chat_format(method, rest))
+        provider = _provider_of(path)
+        found = self._default.get(provider)
+        if found is None:
+            raise NoUpstream(provider)
+        name, up = found
+        return Route(name, up, path, *_chat_format(method, path))
+
+
+def _provider_of(path: str) -> str:
+    if path == "/v1/messages" or path.startswith("/v1/messages/"):
+        return "anthropic"
+    if _GEMINI_ANY.match(path):
+        return "gemini"
+    return "openai"
+
+
+def _chat_format(method: str, path: str) -> tuple[str | None, bool]:
+    if method != "POST":
+        return None, False
+    if path == "/v1/chat/completions" or path == "/chat/completions":
+        return "openai", False
+    if path == "/v1/responses" or path == "/responses":
+        return "openai-responses", False
+    if path == "/v1/messages":
+        return "anthropic", False
+    if path == "/v1/messages/count_tokens":
+        return "anthropic", True
+    m = _GEMINI_METHOD.match(path)
+    if m:
+        return "gemini", m.group(1) == "countTokens"
+    return None, False

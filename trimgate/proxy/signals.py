@@ -1,0 +1,172 @@
+"""Turn a request's outcome into headers, metrics, an event and log lines.
+
+Log records carry counts, ids and labels only: never a credential, never a
+message's content.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from trimgate.proxy.events import EventHub
+from trimgate.proxy.metrics import Metrics
+from trimgate.trimming.pipeline import TrimReport
+
+log = logging.getLogger("trimgate")
+
+ATTRIBUTION = {
+    "x-trimgate-agent": "agent_alias",
+    "x-trimgate-channel": "channel",
+    "x-trimgate-turn-id": "turn_id",
+    "x-trimgate-session": "session_id",
+}
+MAX_ATTRIBUTION_LEN = 200
+
+
+@dataclass(slots=True)
+class Outcome:
+    """What happened to one examined chat request."""
+
+    request_id: str
+    upstream: str
+    provider: str
+    wire_format: str
+    model: str | None  # the request's model
+    model_label: str  # bounded: catalog entry name or "other"
+    report: TrimReport
+    reason: str | None  # "preemptive" | "reactive" when trimmed
+    retries: int = 0
+    overflows: int = 0
+    exhausted: bool = False
+    shadow: bool = False
+    attribution: dict[str, str] = field(default_factory=dict)
+
+
+def attribution(headers: dict[str, str]) -> dict[str, str]:
+    return {
+        key: headers[h][:MAX_ATTRIBUTION_LEN] for h, key in ATTRIBUTION.items() if headers.get(h)
+    }
+
+
+def response_headers(o: Outcome) -> dict[str, str]:
+    r = o.report
+    h = {
+        "x-trimgate-request-id": o.request_id,
+        "x-trimgate-trimmed": "true" if r.trimmed else "false",
+        "x-trimgate-dropped-turns": str(r.dropped_turns),
+        "x-trimgate-dropped-messages": str(r.dropped_messages),
+        "x-trimgate-kept-turns": str(r.kept_turns),
+        "x-trimgate-tokens-before": str(r.tokens_before),
+        "x-trimgate-tokens-after": str(r.tokens_after),
+        "x-trimgate-budget": str(r.budget),
+        "x-trimgate-retries": str(o.retries),
+    }
+    if r.trimmed and o.reason:
+        h["x-trimgate-reason"] = o.reason
+    if r.capped_messages:
+        h["x-trimgate-capped-messages"] = str(r.capped_messages)
+    if r.orphans_removed:
+        h["x-trimgate-orphans-removed"] = str(r.orphans_removed)
+    if r.tool_results_capped:
+        h["x-trimgate-tool-results-capped"] = str(r.tool_results_capped)
+    if o.exhausted:
+        h["x-trimgate-exhausted"] = "true"
+    if o.shadow:
+        h["x-trimgate-shadow"] = "true"
+    return h
+
+
+def record(o: Outcome, metrics: Metrics, hub: EventHub) -> None:
+    """Metrics, the event and the log lines of an examined request."""
+    r = o.report
+    um = (o.upstream, o.model_label)
+    metrics.prompt_tokens.labels(*um).observe(r.tokens_after)
+    if r.budget > 0:
+        metrics.utilization.labels(*um).observe(r.tokens_after / r.budget)
+    if o.overflows:
+        metrics.context_overflows.labels(*um).inc(o.overflows)
+    if o.retries:
+        metrics.reactive_retries.labels(*um).inc(o.retries)
+    if o.exhausted:
+        metrics.trim_exhausted.labels(*um).inc()
+    if r.capped_messages:
+        metrics.capped_messages.labels(*um).inc(r.capped_messages)
+    if r.orphans_removed:
+        metrics.orphans_removed.labels(*um).inc(r.orphans_removed)
+    if r.tool_results_capped:
+        metrics.tool_results_capped.labels(*um).inc(r.tool_results_capped)
+
+    base = {
+        "request_id": o.request_id,
+        "upstream": o.upstream,
+        "provider": o.provider,
+        "format": o.wire_format,
+        "model": o.model_label,
+        **o.attribution,
+    }
+    if r.trimmed and o.reason:
+        labels = (*um, o.reason)
+        metrics.trims.labels(*labels).inc()
+        metrics.dropped_turns.labels(*labels).inc(r.dropped_turns)
+        metrics.dropped_messages.labels(*labels).inc(r.dropped_messages)
+        metrics.tokens_dropped.labels(*labels).inc(r.tokens_dropped)
+        hub.publish(event_payload(o))
+        log.info(
+            "history trimmed",
+            extra={
+                "event": "history_trimmed",
+                **base,
+                "reason": o.reason,
+                "dropped_turns": r.dropped_turns,
+                "dropped_messages": r.dropped_messages,
+                "kept_turns": r.kept_turns,
+                "tokens_before": r.tokens_before,
+                "tokens_after": r.tokens_after,
+                "budget": r.budget,
+                "shadow": o.shadow,
+            },
+        )
+    if r.capped_messages:
+        log.warning(
+            "message cap fired",
+            extra={"event": "message_cap", **base, "capped_messages": r.capped_messages},
+        )
+    if r.orphans_removed:
+        log.warning(
+            "orphan tool calls or results removed",
+            extra={"event": "orphan_sweep", **base, "orphans_removed": r.orphans_removed},
+        )
+    if r.tool_results_capped:
+        log.info(
+            "tool results capped",
+            extra={"event": "tool_result_cap", **base, "count": r.tool_results_capped},
+        )
+    if o.exhausted:
+        log.error(
+            "context overflow persisted and nothing more could be dropped",
+            extra={"event": "trim_exhausted", **base, "retries": o.retries},
+        )
+
+
+def event_payload(o: Outcome) -> dict[str, object]:
+    r = o.report
+    payload: dict[str, object] = {
+        "type": "history_trimmed",
+        "dropped_messages": r.dropped_messages,
+        "dropped_turns": r.dropped_turns,
+        "kept_turns": r.kept_turns,
+        "tokens_before": r.tokens_before,
+        "tokens_after": r.tokens_after,
+        "budget": r.budget,
+        "reason": o.reason,
+        "provider": o.provider,
+        "upstream": o.upstream,
+        "model": o.model,
+        "request_id": o.request_id,
+        "timestamp": datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        "shadow": o.shadow,
+    }
+    payload.update(o.attribution)
+    return payload
