@@ -17,6 +17,7 @@ from typing import Any
 
 import orjson
 from aiohttp import web
+from multidict import CIMultiDict
 
 
 @dataclass
@@ -24,7 +25,7 @@ class Recorded:
     method: str
     path: str
     query: str
-    headers: dict[str, str]
+    headers: CIMultiDict[str]
     body: bytes
 
     def json(self) -> Any:
@@ -144,7 +145,7 @@ class FakeProvider:
             request.method,
             request.path,
             request.query_string,
-            dict(request.headers),
+            CIMultiDict(request.headers),
             await request.read(),
         )
         self.requests.append(rec)
