@@ -437,9 +437,10 @@ async def test_calibration_learns_from_usage(make_stack: MakeStack) -> None:
     estimate = int(resp.headers["x-trimgate-tokens-before"])
     ratio = stack.metric("trimgate_estimate_calibration_ratio", model="gpt-4o")
     assert ratio == pytest.approx(1600 / estimate, rel=0.01)
-    # the next request is planned with it: the estimate is now in provider tokens
+    # the next request is planned with it: the estimate is now in provider tokens,
+    # with a little headroom while the spread of the ratio is unknown
     resp = await stack.client.post("/v1/chat/completions", json=openai_chat(6, model="gpt-4o"))
-    assert int(resp.headers["x-trimgate-tokens-before"]) == pytest.approx(1600, rel=0.01)
+    assert 1600 <= int(resp.headers["x-trimgate-tokens-before"]) <= 1600 * 1.06
 
 
 async def test_calibration_learns_from_streamed_usage(make_stack: MakeStack) -> None:

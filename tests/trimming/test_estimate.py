@@ -41,13 +41,29 @@ def test_scale_rounds_up() -> None:
 def test_first_observation_sets_the_ratio() -> None:
     state = observe(Calibration(), reported=1250, estimated=1000)
     assert state.ratio == pytest.approx(1.25) and state.samples == 1
+    assert state.planning_ratio > state.ratio  # some headroom until the spread is known
 
 
-def test_rises_fast_and_falls_slowly() -> None:
-    state = Calibration(ratio=1.0, samples=5)
-    up = observe(state, 1500, 1000)
-    down = observe(state, 500, 1000)
-    assert up.ratio - 1.0 > 1.0 - down.ratio > 0
+def test_planning_ratio_covers_the_spread() -> None:
+    import random
+
+    rng = random.Random(3)
+    state = Calibration()
+    for _ in range(100):
+        state = observe(state, round(1000 * rng.uniform(1.2, 1.3)), 1000)
+    assert 1.22 <= state.ratio <= 1.28
+    assert state.planning_ratio >= 1.28
+
+
+def test_steady_ratio_needs_no_headroom() -> None:
+    state = Calibration()
+    for _ in range(40):
+        state = observe(state, 1100, 1000)
+    assert state.planning_ratio == pytest.approx(1.1, abs=0.001)
+
+
+def test_unobserved_plans_with_one() -> None:
+    assert Calibration().planning_ratio == 1.0
 
 
 def test_bounded() -> None:
@@ -61,7 +77,7 @@ def test_bounded() -> None:
 
 
 def test_tiny_prompts_and_bad_reports_are_ignored() -> None:
-    state = Calibration(ratio=1.1, samples=3)
+    state = Calibration(ratio=1.1, deviation=0.01, samples=3)
     assert observe(state, 500, 50) == state
     assert observe(state, 0, 5000) == state
 

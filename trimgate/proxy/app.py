@@ -148,9 +148,26 @@ def _admin_routes(
             {"status": "ready" if ready else "starting"}, status=200 if ready else 503
         )
 
-    app.router.add_get("/metrics", metrics)
-    app.router.add_get("/healthz", healthz)
-    app.router.add_get("/readyz", readyz)
-    app.router.add_get("/api/events", hub.handle_sse)
-    app.router.add_get("/api/events/history", hub.handle_history)
-    app.router.add_get("/api/ws", hub.handle_ws)
+    async def not_allowed(request: web.Request) -> web.Response:
+        return web.json_response(
+            {"error": "admin endpoints answer GET only"}, status=405, headers={"Allow": "GET, HEAD"}
+        )
+
+    handlers: dict[str, Callable[[web.Request], Awaitable[web.StreamResponse]]] = {
+        "/metrics": metrics,
+        "/healthz": healthz,
+        "/readyz": readyz,
+        "/api/events": hub.handle_sse,
+        "/api/events/history": hub.handle_history,
+        "/api/ws": hub.handle_ws,
+    }
+    for path, handler in handlers.items():
+        app.router.add_get(path, handler)
+        # any other method: 405 here, never the proxy's catch-all (that would forward
+        # an admin path, and its admin token, upstream)
+        app.router.add_route("*", path, not_allowed)
+
+    async def end_streams(_: web.Application) -> None:
+        hub.close()  # connected SSE/WebSocket clients must not hold up a shutdown
+
+    app.on_shutdown.append(end_streams)

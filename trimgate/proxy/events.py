@@ -4,7 +4,8 @@ A bounded ring buffer keeps recent events for ``/api/events/history`` and for
 SSE resumption with ``Last-Event-ID``. Each subscriber has a bounded queue;
 publishing never waits: when a subscriber's queue is full the event is
 dropped for that subscriber and counted, so a slow reader never slows a
-request.
+request. ``close`` ends every open stream, so that a server shutdown does not
+wait for connected dashboards.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from aiohttp import WSMsgType, web
+from aiohttp import WSCloseCode, WSMsgType, web
 
 from trimgate.proxy.metrics import Metrics
 from trimgate.sse import encode_comment
@@ -39,7 +40,8 @@ class Subscriber:
     __slots__ = ("dropped", "queue")
 
     def __init__(self, size: int) -> None:
-        self.queue: asyncio.Queue[Event] = asyncio.Queue(maxsize=size)
+        # None: the end of the stream (EventHub.close)
+        self.queue: asyncio.Queue[Event | None] = asyncio.Queue(maxsize=size)
         self.dropped = 0
 
 
@@ -73,6 +75,13 @@ class EventHub:
         for hook in self.on_publish:
             hook(payload)
         return event
+
+    def close(self) -> None:
+        """End every subscriber's stream (the server is shutting down)."""
+        for sub in self._subscribers:
+            if sub.queue.full():
+                sub.queue.get_nowait()  # make room for the end mark
+            sub.queue.put_nowait(None)
 
     def history(self) -> list[dict[str, Any]]:
         return [e.payload for e in self._buffer]
@@ -120,6 +129,8 @@ class EventHub:
                 except TimeoutError:
                     await resp.write(encode_comment("keep-alive"))
                     continue
+                if event is None:
+                    return resp  # the server is shutting down
                 if event.id <= seen:
                     continue  # already replayed from the buffer
                 await resp.write(_sse_frame(event))
@@ -127,8 +138,8 @@ class EventHub:
     async def handle_ws(self, request: web.Request) -> web.WebSocketResponse:
         acp = request.query.get("format") == "acp"
         ws = web.WebSocketResponse(heartbeat=self.keepalive)
-        await ws.prepare(request)
-        with self.subscribe() as sub:
+        with self.subscribe() as sub:  # before the handshake, as for SSE: no event missed
+            await ws.prepare(request)
             reader = asyncio.ensure_future(_drain(ws))
             try:
                 while not ws.closed:
@@ -140,6 +151,9 @@ class EventHub:
                         getter.cancel()
                         break
                     event = getter.result()
+                    if event is None:  # the server is shutting down
+                        await ws.close(code=WSCloseCode.GOING_AWAY)
+                        break
                     text = orjson.dumps(_acp(event.payload)) if acp else event.data
                     await ws.send_str(text.decode())
             finally:

@@ -182,7 +182,7 @@ class Proxy:
             options = DecodeOptions(breadcrumb=tc.breadcrumb.text, media_tokens=tc.media_tokens)
             decoded = codec.decode(data, path=route.path, options=options)
         window = entry.context_window if entry else tc.max_context_tokens
-        ratio = self.calibration.get(label, Calibration()).ratio if tc.calibrate else 1.0
+        ratio = self.calibration.get(label, Calibration()).planning_ratio if tc.calibrate else 1.0
         policy = make_policy(
             tc,
             window,

@@ -4,9 +4,10 @@ Estimate (SPEC §3): per message ``ceil(utf8_bytes / 4) + 4`` over its
 text-bearing content, plus a fixed price per image, audio clip or document.
 
 Calibration learns, per model, how far the provider's real prompt count is
-from the estimate. The ratio rises quickly and falls slowly: an estimate that
-is too low costs an overflow round trip, one that is too high costs only a
-little context, so the learned ratio leans towards the high observations.
+from the estimate: a smoothed mean of the observed ratios and of their spread.
+Planning uses the mean plus twice the spread, because an estimate that is too
+low costs an overflow round trip while one a little too high costs only a
+little context. With a steady ratio the spread shrinks towards zero.
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ DEFAULT_MEDIA_TOKENS = 1600
 
 MIN_RATIO = 0.5
 MAX_RATIO = 3.0
-RISE = 0.6  # weight of an observation above the current ratio
-FALL = 0.15  # weight of an observation below it
+WEIGHT = 0.25  # smoothing of the mean ratio and of its deviation
+HEADROOM = 2.0  # plan with mean + HEADROOM x deviation: an overflow costs a round trip
+FIRST_DEVIATION = 0.02  # assumed spread until observations show the real one
 MIN_OBSERVED_TOKENS = 200  # tiny prompts are dominated by hidden provider framing
 
 
@@ -54,8 +56,16 @@ def scale(tokens: int, ratio: float) -> int:
 
 @dataclass(frozen=True, slots=True)
 class Calibration:
-    ratio: float = 1.0
+    ratio: float = 1.0  # smoothed mean of provider tokens per estimated token
+    deviation: float = 0.0  # smoothed mean absolute deviation of the observations
     samples: int = 0
+
+    @property
+    def planning_ratio(self) -> float:
+        """The ratio to plan with: the mean plus headroom for the spread seen."""
+        if self.samples == 0:
+            return 1.0
+        return min(MAX_RATIO, self.ratio + HEADROOM * self.deviation)
 
 
 def observe(state: Calibration, reported: int, estimated: int) -> Calibration:
@@ -64,8 +74,7 @@ def observe(state: Calibration, reported: int, estimated: int) -> Calibration:
         return state
     observed = min(MAX_RATIO, max(MIN_RATIO, reported / estimated))
     if state.samples == 0:
-        ratio = observed
-    else:
-        weight = RISE if observed > state.ratio else FALL
-        ratio = state.ratio + weight * (observed - state.ratio)
-    return Calibration(ratio=min(MAX_RATIO, max(MIN_RATIO, ratio)), samples=state.samples + 1)
+        return Calibration(observed, FIRST_DEVIATION * observed, 1)
+    ratio = state.ratio + WEIGHT * (observed - state.ratio)
+    deviation = state.deviation + WEIGHT * (abs(observed - state.ratio) - state.deviation)
+    return Calibration(min(MAX_RATIO, max(MIN_RATIO, ratio)), deviation, state.samples + 1)
