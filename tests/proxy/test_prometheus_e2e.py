@@ -1,0 +1,202 @@
+"""A real Prometheus scraping a running trimgate.
+
+Trims of each reason (and caps, orphans, tool-result caps, an exhausted
+overflow, calibration) go through trimgate; Prometheus scrapes it every
+second; the test then reads the counters back through Prometheus' HTTP API
+and runs every alert expression and dashboard query of deploy/ against it.
+
+Needs Debian's ``prometheus`` package (server and promtool): ``.ci/run``
+installs it. Without it the test is skipped locally and fails under CI.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from tests.fakes import FakeProvider, Recorded, Reply, json_reply, openai_ok, openai_overflow
+from tests.proxy.bodies import openai_chat
+from tests.proxy.conftest import MakeStack, Stack
+
+ROOT = Path(__file__).resolve().parents[2]
+DEPLOY = ROOT / "deploy"
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("prometheus") is None and not os.environ.get("CI"),
+    reason="Debian's prometheus package is not installed (.ci/run installs it)",
+)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_promtool_rule_unit_tests() -> None:
+    out = subprocess.run(
+        ["promtool", "test", "rules", str(DEPLOY / "prometheus" / "rules_test.yml")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    check = subprocess.run(
+        ["promtool", "check", "rules", str(DEPLOY / "prometheus" / "rules.yml")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert check.returncode == 0, check.stdout + check.stderr
+
+
+async def query(session: aiohttp.ClientSession, base: str, expr: str) -> list[dict[str, Any]]:
+    async with session.get(f"{base}/api/v1/query", params={"query": expr}) as resp:
+        body = await resp.json()
+    assert body["status"] == "success", body
+    result: list[dict[str, Any]] = body["data"]["result"]
+    return result
+
+
+async def value(session: aiohttp.ClientSession, base: str, expr: str) -> float | None:
+    result = await query(session, base, expr)
+    return float(result[0]["value"][1]) if result else None
+
+
+def responder(r: Recorded) -> Reply:
+    body = r.json()
+    if "overflow-always" in str(body.get("model")):
+        return openai_overflow(200_000, 128_000)
+    return json_reply(openai_ok(int(len(r.body) / 4 * 1.2)))
+
+
+async def drive(stack: Stack) -> None:
+    post = stack.client.post
+    for _ in range(3):  # preemptive
+        await post("/v1/chat/completions", json=openai_chat(8, model="small-1"))
+    stack.fake.then(openai_overflow(150_000, 128_000))  # reactive
+    await post("/v1/chat/completions", json=openai_chat(10, model="gpt-4o"))
+    await post("/v1/chat/completions", json=openai_chat(1, model="gpt-4o-overflow-always"))
+    orphan = openai_chat(2, size=10, model="gpt-4o")
+    orphan["messages"].insert(1, {"role": "tool", "tool_call_id": "gone", "content": "x"})
+    await post("/v1/chat/completions", json=orphan)
+    for _ in range(5):  # plain traffic
+        await post("/v1/chat/completions", json=openai_chat(3, model="gpt-4o"))
+
+
+async def test_real_prometheus_scrapes_trimgate(make_stack: MakeStack, tmp_path: Path) -> None:
+    stack = await make_stack(
+        FakeProvider(responder),
+        models=[
+            {"match": "small-*", "context_window": 1000},
+            {
+                "match": "capped-*",
+                "context_window": 100_000,
+                "trimming": {"max_history_messages": 4, "max_tool_result_chars": 100},
+            },
+        ],
+    )
+    target = stack.base.removeprefix("http://")
+    port = free_port()
+    config = tmp_path / "prometheus.yml"
+    config.write_text(
+        "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+        f"rule_files: ['{DEPLOY / 'prometheus' / 'rules.yml'}']\n"
+        "scrape_configs:\n"
+        "  - job_name: trimgate\n"
+        f"    static_configs: [{{targets: ['{target}']}}]\n"
+    )
+    proc = subprocess.Popen(
+        [
+            "prometheus",
+            f"--config.file={config}",
+            f"--storage.tsdb.path={tmp_path / 'data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        async with aiohttp.ClientSession() as session:
+            for _ in range(150):
+                try:
+                    async with session.get(f"{base}/-/ready") as resp:
+                        if resp.status == 200:
+                            break
+                except aiohttp.ClientError:
+                    pass
+                await asyncio.sleep(0.2)
+            else:
+                pytest.fail("prometheus did not become ready")
+
+            # Twice, with scrapes between: rate() and increase() need a series to
+            # exist before it moves.
+            for _ in range(2):
+                await drive(stack)
+                await stack.client.post(
+                    "/v1/chat/completions", json=openai_chat(8, size=600, model="capped-1")
+                )
+                wanted = 'trimgate_trims_total{reason="reactive"}'
+                for _ in range(100):
+                    if await value(session, base, wanted) is not None:
+                        break
+                    await asyncio.sleep(0.2)
+                await asyncio.sleep(3)
+
+            trims = await value(session, base, 'sum(trimgate_trims_total{reason="preemptive"})')
+            assert trims == stack.metric(
+                "trimgate_trims_total", upstream="openai", model="small-*", reason="preemptive"
+            ) + stack.metric(
+                "trimgate_trims_total", upstream="openai", model="capped-*", reason="preemptive"
+            )
+            assert trims is not None and trims >= 6
+            assert await value(session, base, "sum(trimgate_trims_total{reason='reactive'})") == 2
+            assert await value(session, base, "sum(trimgate_trim_exhausted_total)") == 2
+            assert (await value(session, base, "sum(trimgate_context_overflows_total)") or 0) >= 2
+            assert (await value(session, base, "sum(trimgate_orphans_removed_total)") or 0) >= 1
+            assert (await value(session, base, "sum(trimgate_capped_messages_total)") or 0) >= 1
+            assert (await value(session, base, "sum(trimgate_tool_results_capped_total)") or 0) >= 1
+            ratio = await value(
+                session, base, 'trimgate_estimate_calibration_ratio{model="gpt-4o"}'
+            )
+            assert ratio is not None and ratio > 1.0
+            models = {
+                r["metric"]["model"] for r in await query(session, base, "trimgate_requests_total")
+            }
+            assert models <= {"small-*", "capped-*", "gpt-4o", "other"}
+
+        check = await asyncio.to_thread(
+            subprocess.run,
+            [
+                sys.executable,
+                str(DEPLOY / "check_promql.py"),
+                base,
+                "--require-data",
+                "--rate-interval",
+                "1m",
+                # no subscriber is connected and none lost an event in this run
+                "--allow-empty",
+                "events_dropped|event_subscribers",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert check.returncode == 0, check.stdout + check.stderr
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
