@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import itertools
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,10 +61,18 @@ class EventHub:
         self._ids = itertools.count(start_id)
         self._queue_size = queue_size
         self.keepalive = keepalive
-        self.on_publish: list[Callable[[dict[str, Any]], None]] = []
+        # With several workers, events go to the supervisor, which numbers them
+        # and sends them back to every worker's ``deliver``. Returns False when
+        # the supervisor cannot take it: the event is then delivered here.
+        self.relay: Callable[[dict[str, Any]], bool] | None = None
 
-    def publish(self, payload: dict[str, Any]) -> Event:
-        event = Event(next(self._ids), payload, orjson.dumps(payload))
+    def publish(self, payload: dict[str, Any]) -> None:
+        if self.relay is not None and self.relay(payload):
+            return
+        self.deliver(next(self._ids), payload)
+
+    def deliver(self, event_id: int, payload: dict[str, Any]) -> None:
+        event = Event(event_id, payload, orjson.dumps(payload))
         self._buffer.append(event)
         for sub in self._subscribers:
             try:
@@ -72,9 +80,6 @@ class EventHub:
             except asyncio.QueueFull:
                 sub.dropped += 1
                 self._metrics.events_dropped.inc()
-        for hook in self.on_publish:
-            hook(payload)
-        return event
 
     def close(self) -> None:
         """End every subscriber's stream (the server is shutting down)."""
@@ -90,7 +95,7 @@ class EventHub:
         return [e for e in self._buffer if e.id > last_id]
 
     @contextlib.contextmanager
-    def subscribe(self) -> Any:
+    def subscribe(self) -> Iterator[Subscriber]:
         sub = Subscriber(self._queue_size)
         self._subscribers.add(sub)
         self._metrics.event_subscribers.inc()
@@ -125,15 +130,15 @@ class EventHub:
                     seen = event.id
             while True:
                 try:
-                    event = await asyncio.wait_for(sub.queue.get(), self.keepalive)
+                    live = await asyncio.wait_for(sub.queue.get(), self.keepalive)
                 except TimeoutError:
                     await resp.write(encode_comment("keep-alive"))
                     continue
-                if event is None:
+                if live is None:
                     return resp  # the server is shutting down
-                if event.id <= seen:
+                if live.id <= seen:
                     continue  # already replayed from the buffer
-                await resp.write(_sse_frame(event))
+                await resp.write(_sse_frame(live))
 
     async def handle_ws(self, request: web.Request) -> web.WebSocketResponse:
         acp = request.query.get("format") == "acp"

@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
+from collections.abc import Callable
 
 from aiohttp import web
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, generate_latest
 
 from trimgate.config import Config
 from trimgate.proxy.app import Shared, create_admin_app, create_app
@@ -16,8 +18,10 @@ from trimgate.proxy.metrics import Metrics
 
 log = logging.getLogger("trimgate")
 
+BACKLOG = 2048  # a burst of new connections (agents reconnecting) must not be refused
 
-def _install_uvloop() -> None:
+
+def install_uvloop() -> None:
     try:
         import uvloop
     except ImportError:  # pragma: no cover - uvloop is a dependency off Windows
@@ -29,12 +33,28 @@ async def run_server(
     config: Config,
     *,
     reuse_port: bool = False,
+    relay_path: str | None = None,
     ready: asyncio.Event | None = None,
     stop: asyncio.Event | None = None,
 ) -> None:
+    """Serve until ``stop`` is set (or SIGINT / SIGTERM).
+
+    ``relay_path``: this is one of several workers (see ``workers``): events go
+    through the supervisor, metrics are exposed from every worker's files.
+    """
     registry = CollectorRegistry()
     shared = Shared(config, registry, Metrics(registry))
-    app = create_app(config, shared=shared)
+    output = None
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        output = _multiprocess_output()
+    app = create_app(config, shared=shared, metrics_output=output)
+    link = None
+    if relay_path is not None:
+        from trimgate.proxy.workers import WorkerLink
+
+        link = WorkerLink(relay_path)
+        await link.start(shared.hub.deliver)
+        shared.hub.relay = link.send
     # Cancel the handler (and so the upstream request) when the client goes
     # away; leave request bodies compressed, so that a gzip body is forwarded as
     # it came unless trimgate must change it.
@@ -42,16 +62,15 @@ async def run_server(
         web.AppRunner(app, access_log=None, handler_cancellation=True, auto_decompress=False)
     ]
     if config.server.admin_port is not None:
-        runners.append(web.AppRunner(create_admin_app(shared), access_log=None))
+        runners.append(
+            web.AppRunner(create_admin_app(shared, metrics_output=output), access_log=None)
+        )
     for runner in runners:
         await runner.setup()
-    sites = [web.TCPSite(runners[0], config.server.host, config.server.port, reuse_port=reuse_port)]
-    if config.server.admin_port is not None:
-        sites.append(
-            web.TCPSite(
-                runners[1], config.server.host, config.server.admin_port, reuse_port=reuse_port
-            )
-        )
+    host, port, admin_port = config.server.host, config.server.port, config.server.admin_port
+    sites = [web.TCPSite(runners[0], host, port, reuse_port=reuse_port, backlog=BACKLOG)]
+    if admin_port is not None:
+        sites.append(web.TCPSite(runners[1], host, admin_port, reuse_port=reuse_port))
     for site in sites:
         await site.start()
     log.info(
@@ -77,8 +96,26 @@ async def run_server(
     finally:
         for runner in reversed(runners):
             await runner.cleanup()
+        if link is not None:
+            await link.close()
+
+
+def _multiprocess_output() -> Callable[[], bytes]:
+    from prometheus_client import multiprocess
+
+    def output() -> bytes:
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+        return generate_latest(registry)
+
+    return output
 
 
 def serve(config: Config, *, workers: int = 1) -> None:
-    _install_uvloop()
+    if workers > 1:
+        from trimgate.proxy.workers import run_supervisor
+
+        run_supervisor(config, workers)
+        return
+    install_uvloop()
     asyncio.run(run_server(config))
