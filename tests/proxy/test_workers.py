@@ -58,8 +58,7 @@ def fake_upstream() -> Iterator[int]:
             await runner.setup()
             await web.TCPSite(runner, "127.0.0.1", port).start()
             ready.set()
-            while not stop.is_set():
-                await asyncio.sleep(0.05)
+            await asyncio.to_thread(stop.wait)
             await runner.cleanup()
 
         asyncio.run(main())
