@@ -104,16 +104,22 @@ def test_two_workers_share_port_metrics_and_events(fake_upstream: int, tmp_path:
         env={k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"},
     )
     base = f"http://127.0.0.1:{port}"
+    lines: list[str] = []
+    assert proc.stderr is not None
+    listening = threading.Event()
+
+    def read_log() -> None:
+        assert proc.stderr is not None
+        for raw in iter(proc.stderr.readline, b""):
+            line = raw.decode()
+            lines.append(line)
+            if sum('"msg":"listening"' in ln for ln in lines) == 2:
+                listening.set()
+
+    log_thread = threading.Thread(target=read_log, daemon=True)
+    log_thread.start()
     try:
-        deadline = time.monotonic() + 60
-        ready = 0
-        while ready < 5 and time.monotonic() < deadline:  # both workers listening
-            try:
-                get(f"{base}/readyz")
-                ready += 1
-            except OSError:
-                time.sleep(0.2)
-        assert ready == 5
+        assert listening.wait(60), "both workers listening"
         body = json.dumps(openai_chat(8, model="small-1")).encode()
         for _ in range(REQUESTS):
             req = urllib.request.Request(
@@ -132,11 +138,13 @@ def test_two_workers_share_port_metrics_and_events(fake_upstream: int, tmp_path:
             assert len(events) == REQUESTS
     finally:
         proc.terminate()
-        _, err = proc.communicate(timeout=30)
+        proc.wait(timeout=30)
+        log_thread.join(10)
+        proc.stderr.close()
     assert proc.returncode == 0
     pids = {
         json.loads(line)["pid"]
-        for line in err.decode().splitlines()
+        for line in lines
         if line.startswith("{") and json.loads(line).get("event") == "request"
     }
     assert len(pids) == 2, "the kernel spread connections over both workers"

@@ -63,7 +63,11 @@ async def run_server(
     ]
     if config.server.admin_port is not None:
         runners.append(
-            web.AppRunner(create_admin_app(shared, metrics_output=output), access_log=None)
+            web.AppRunner(
+                create_admin_app(shared, metrics_output=output),
+                access_log=None,
+                handler_cancellation=True,
+            )
         )
     for runner in runners:
         await runner.setup()

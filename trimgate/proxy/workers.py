@@ -10,7 +10,8 @@
   supervisor over a Unix socket; the supervisor numbers them and sends each
   to every worker, so all workers hold the same ring buffer with the same
   ids, and an SSE client resuming with ``Last-Event-ID`` on another worker
-  misses nothing. If the supervisor is gone, a worker delivers locally.
+  misses nothing. A worker that starts late (or restarts) is sent the recent
+  events first. If the supervisor is gone, a worker delivers locally.
 * Supervision: a worker that dies is restarted (at most ``MAX_RESTARTS``
   times a minute); SIGTERM / SIGINT stop them all.
 """
@@ -27,12 +28,14 @@ import shutil
 import signal
 import tempfile
 import time
+from collections import deque
 from multiprocessing.process import BaseProcess
 from typing import Any
 
 import orjson
 
 from trimgate.config import Config, parse_config
+from trimgate.proxy.events import BUFFER_SIZE
 
 log = logging.getLogger("trimgate")
 
@@ -46,15 +49,20 @@ WRITE_BUFFER_LIMIT = 1 << 20  # a worker that stops reading is disconnected, not
 class EventRelay:
     """Numbers events from all workers and sends each to every worker."""
 
-    def __init__(self) -> None:
+    def __init__(self, buffer_size: int = BUFFER_SIZE) -> None:
         self._ids = itertools.count(1)
         self._writers: set[asyncio.StreamWriter] = set()
+        # A worker that starts (or restarts) late gets the recent events too.
+        self._recent: deque[bytes] = deque(maxlen=buffer_size)
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        for event in self._recent:
+            writer.write(event)
         self._writers.add(writer)
         try:
             while line := await reader.readline():
                 event = b'{"id":%d,"payload":%s}\n' % (next(self._ids), line.rstrip(b"\n"))
+                self._recent.append(event)
                 for w in list(self._writers):
                     if w.transport.get_write_buffer_size() > WRITE_BUFFER_LIMIT:
                         w.close()
