@@ -9,6 +9,7 @@ client, so no byte of a failed attempt is ever relayed.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import secrets
 import time
@@ -37,7 +38,7 @@ from trimgate.proxy.signals import Outcome, attribution, record, response_header
 from trimgate.sse import SSEDecoder
 from trimgate.trimming.budget import effective_budget, reactive_budget
 from trimgate.trimming.estimate import Calibration, bytes_tokens, observe, text_tokens, utf8_len
-from trimgate.trimming.pipeline import Policy, TrimPlan, plan
+from trimgate.trimming.pipeline import Policy, TrimPlan, TrimReport, plan
 
 log = logging.getLogger("trimgate")
 
@@ -54,6 +55,22 @@ class Attempt:
     head: bytes  # body bytes already read from resp, relayed first
     overflow: Overflow | None
     retry: bool = False
+
+
+@dataclass(slots=True)
+class _UpstreamTimer:
+    spent: float = 0.0  # seconds spent waiting on the provider, excluded from overhead
+
+
+@dataclass(slots=True)
+class _Retries:
+    """The reactive loop's state: what was last sent and how it went."""
+
+    plan: TrimPlan
+    body: bytes
+    last: Attempt | None = None
+    retries: int = 0
+    overflows: int = 0
 
 
 @dataclass(slots=True)
@@ -216,73 +233,65 @@ class Proxy:
     ) -> web.StreamResponse:
         url = route.url(request.query_string)
         headers = up.request_headers(request.headers)
-        session = self._session()
-        spent_upstream = 0.0
-
-        send_body = self._body_for(chat, body) if chat else body
-        if send_body is not body:
-            headers.popall("Content-Encoding", None)
-
-        async def attempt(payload: bytes) -> Attempt:
-            nonlocal spent_upstream
-            t = time.perf_counter()
-            resp = await up.send(session, request.method, url, headers, payload)
-            elapsed = time.perf_counter() - t
-            spent_upstream += elapsed
-            self.metrics.upstream_duration.labels(route.name).observe(elapsed)
-            if chat is None:
-                return Attempt(resp, b"", None)
-            try:
-                head, overflow = await _sniff_overflow(chat.codec, resp)
-            except BaseException:
-                resp.close()
-                raise
-            return Attempt(resp, head, overflow)
-
-        if chat is None:
-            final = await attempt(send_body)
-            outcome = None
-        else:
-            final, outcome = await self._with_retries(chat, attempt, send_body, request_id)
-            chat_headers = request.headers
-            outcome.attribution = attribution(
-                {k.lower(): v for k, v in chat_headers.items() if k.lower().startswith("x-trim")}
-            )
-
-        extra: dict[str, str] = {"x-trimgate-request-id": request_id}
+        timer = _UpstreamTimer()
+        extra = {"x-trimgate-request-id": request_id}
         if skipped:
             extra["x-trimgate-skipped"] = skipped
-        if outcome is not None:
-            extra.update(response_headers(outcome))
+        send = functools.partial(
+            self._send, request.method, url, headers, route, timer, chat.codec if chat else None
+        )
 
-        label = chat.label if chat else "other"
-        self._count(route, label, final.resp.status)
-        if outcome is not None:
-            record(outcome, self.metrics, self.hub)
-        overhead = time.perf_counter() - started - spent_upstream
-        self.metrics.overhead.labels(route.name).observe(max(0.0, overhead))
-        if chat is not None and outcome is not None:
-            log.info(
-                "request",
-                extra={
-                    "event": "request",
-                    "request_id": request_id,
-                    "upstream": route.name,
-                    "format": route.wire_format,
-                    "model": chat.label,
-                    "status": final.resp.status,
-                    "trimmed": outcome.report.trimmed,
-                    "tokens_after": outcome.report.tokens_after,
-                    "budget": outcome.report.budget,
-                    "retries": outcome.retries,
-                    **outcome.attribution,
-                },
-            )
-        sniffer = _UsageSniffer(chat, final.resp) if chat and final.resp.status < 300 else None
+        if chat is None:  # pass-through: byte for byte
+            final = await send(body)
+            self._count(route, "other", final.resp.status)
+            self._overhead(route, started, timer)
+            return await _relay(request, final, extra, None)
+
+        send_body = self._body_for(chat, body)
+        if send_body is not body:
+            headers.popall("Content-Encoding", None)
+        final, outcome = await self._with_retries(chat, send, send_body, request_id)
+        outcome.attribution = attribution(request.headers)
+        extra.update(response_headers(outcome))
+        status = final.resp.status
+        self._count(route, chat.label, status)
+        record(outcome, self.metrics, self.hub, status=status)
+        self._overhead(route, started, timer)
+        sniffer = _UsageSniffer(chat, final.resp) if status < 300 else None
         response = await _relay(request, final, extra, sniffer)
-        if sniffer is not None and outcome is not None:
-            self._learn(chat, sniffer.prompt_tokens(), outcome)  # type: ignore[arg-type]
+        if sniffer is not None:
+            self._learn(chat, sniffer.prompt_tokens(), outcome.report)
         return response
+
+    async def _send(
+        self,
+        method: str,
+        url: str,
+        headers: CIMultiDict[str],
+        route: Route,
+        timer: _UpstreamTimer,
+        codec: Codec | None,
+        payload: bytes,
+    ) -> Attempt:
+        """One upstream attempt: send, and on chat paths read enough to tell an overflow."""
+        t = time.perf_counter()
+        resp = await up.send(self._session(), method, url, headers, payload)
+        self.metrics.upstream_duration.labels(route.name).observe(time.perf_counter() - t)
+        if codec is None:
+            timer.spent += time.perf_counter() - t
+            return Attempt(resp, b"", None)
+        try:
+            head, overflow = await _sniff_overflow(codec, resp)
+        except BaseException:
+            resp.close()
+            raise
+        finally:
+            timer.spent += time.perf_counter() - t  # waiting for the first bytes is upstream's
+        return Attempt(resp, head, overflow)
+
+    def _overhead(self, route: Route, started: float, timer: _UpstreamTimer) -> None:
+        overhead = time.perf_counter() - started - timer.spent
+        self.metrics.overhead.labels(route.name).observe(max(0.0, overhead))
 
     async def _with_retries(
         self,
@@ -291,52 +300,23 @@ class Proxy:
         first_body: bytes,
         request_id: str,
     ) -> tuple[Attempt, Outcome]:
-        conversation = chat.decoded.conversation
-        reactive = chat.tc.reactive
-        state: dict[str, Any] = {"plan": chat.plan, "body": first_body, "last": None}
-        counts = {"retries": 0, "overflows": 0}
-
-        async def one() -> Attempt:
-            last: Attempt | None = state["last"]
-            if last is not None and last.overflow is not None:
-                last.resp.close()
-                previous: TrimPlan = state["plan"]
-                self._learn_overflow(chat, last.overflow, previous)
-                target = reactive_budget(
-                    previous.report.tokens_after, last.overflow.real, last.overflow.maximum
-                )
-                policy = replace(
-                    chat.policy, budget=target, max_turns=previous.report.kept_turns - 1
-                )
-                new_plan = plan(conversation, policy)
-                state["plan"] = new_plan
-                state["body"] = orjson.dumps(
-                    chat.codec.encode(chat.decoded, new_plan, breadcrumb=chat.crumb)
-                )
-                counts["retries"] += 1
-            result = await attempt(state["body"])
-            if result.overflow is not None:
-                counts["overflows"] += 1
-                current: TrimPlan = state["plan"]
-                result.retry = (
-                    reactive.enabled and not chat.shadow and current.report.kept_turns > 1
-                )
-            state["last"] = result
-            return result
-
-        retrying = AsyncRetrying(
-            stop=stop_after_attempt(reactive.max_retries + 1),
-            retry=retry_if_result(lambda a: bool(a.retry)),
-            wait=wait_none(),
-            sleep=self._sleep,
-            retry_error_callback=lambda rs: rs.outcome.result() if rs.outcome else None,
-            reraise=True,
-        )
-        final: Attempt = await retrying(one)
-        final_plan: TrimPlan = state["plan"]
+        state = _Retries(plan=chat.plan, body=first_body)
+        final = await self._attempt(chat, state, attempt)
+        if final.retry:
+            # tenacity runs only the retries: the common path pays nothing for it
+            retrying = AsyncRetrying(
+                stop=stop_after_attempt(chat.tc.reactive.max_retries),
+                retry=retry_if_result(lambda a: bool(a.retry)),
+                wait=wait_none(),
+                sleep=self._sleep,
+                retry_error_callback=lambda rs: rs.outcome.result() if rs.outcome else None,
+                reraise=True,
+            )
+            final = await retrying(self._retry, chat, state, attempt)
+        final_plan = state.plan
         reason = None
         if final_plan.report.trimmed:
-            reason = "reactive" if counts["retries"] else "preemptive"
+            reason = "reactive" if state.retries else "preemptive"
         outcome = Outcome(
             request_id=request_id,
             upstream=chat.route.name,
@@ -346,42 +326,63 @@ class Proxy:
             model_label=chat.label,
             report=final_plan.report,
             reason=reason,
-            retries=counts["retries"],
-            overflows=counts["overflows"],
+            retries=state.retries,
+            overflows=state.overflows,
             exhausted=final.overflow is not None,
             shadow=chat.shadow,
         )
         return final, outcome
 
+    async def _attempt(
+        self, chat: Chat, state: _Retries, attempt: Callable[[bytes], Awaitable[Attempt]]
+    ) -> Attempt:
+        result = await attempt(state.body)
+        if result.overflow is not None:
+            state.overflows += 1
+            reactive = chat.tc.reactive
+            result.retry = (
+                reactive.enabled
+                and reactive.max_retries > 0
+                and not chat.shadow
+                and state.plan.report.kept_turns > 1  # a lone turn is never resent
+            )
+        state.last = result
+        return result
+
+    async def _retry(
+        self, chat: Chat, state: _Retries, attempt: Callable[[bytes], Awaitable[Attempt]]
+    ) -> Attempt:
+        """Plan again from the last overflow, dropping at least one more turn, and resend."""
+        last = state.last
+        assert last is not None and last.overflow is not None
+        last.resp.close()
+        previous = state.plan
+        self._learn(chat, last.overflow.real, previous.report)
+        target = reactive_budget(
+            previous.report.tokens_after, last.overflow.real, last.overflow.maximum
+        )
+        policy = replace(chat.policy, budget=target, max_turns=previous.report.kept_turns - 1)
+        state.plan = plan(chat.decoded.conversation, policy)
+        state.body = orjson.dumps(
+            chat.codec.encode(chat.decoded, state.plan, breadcrumb=chat.crumb)
+        )
+        state.retries += 1
+        return await self._attempt(chat, state, attempt)
+
     # --- calibration --------------------------------------------------------
 
-    def _raw_estimate(self, chat: Chat, trim_plan: TrimPlan) -> int:
-        ratio = chat.policy.ratio or 1.0
-        report = trim_plan.report
-        tokens = report.tokens_before if chat.shadow else report.tokens_after
-        return round(tokens / ratio)
-
-    def _observe(self, chat: Chat, reported: int, estimated: int) -> None:
-        if not chat.tc.calibrate:
+    def _learn(self, chat: Chat, reported: int | None, sent: TrimReport) -> None:
+        """Fold the provider's count for the body ``sent`` into the model's calibration."""
+        if reported is None or not chat.tc.calibrate:
             return
-        if chat.label not in self.calibration and len(self.calibration) >= MAX_CALIBRATED_MODELS:
+        label = chat.label
+        if label not in self.calibration and len(self.calibration) >= MAX_CALIBRATED_MODELS:
             return
-        state = observe(self.calibration.get(chat.label, Calibration()), reported, estimated)
-        self.calibration[chat.label] = state
-        self.metrics.calibration.labels(chat.label).set(state.ratio)
-
-    def _learn(self, chat: Chat, reported: int | None, outcome: Outcome) -> None:
-        if reported is None:
-            return
-        final_plan = chat.plan if not outcome.retries else None
-        ratio = chat.policy.ratio or 1.0
-        report = final_plan.report if final_plan else outcome.report
-        tokens = report.tokens_before if chat.shadow else report.tokens_after
-        self._observe(chat, reported, round(tokens / ratio))
-
-    def _learn_overflow(self, chat: Chat, overflow: Overflow, sent: TrimPlan) -> None:
-        if overflow.real:
-            self._observe(chat, overflow.real, self._raw_estimate(chat, sent))
+        scaled = sent.tokens_before if chat.shadow else sent.tokens_after
+        estimated = round(scaled / (chat.policy.ratio or 1.0))  # back to raw estimate
+        state = observe(self.calibration.get(label, Calibration()), reported, estimated)
+        self.calibration[label] = state
+        self.metrics.calibration.labels(label).set(state.ratio)
 
     def _count(self, route: Route, label: str, status: int) -> None:
         self.metrics.requests.labels(route.name, route.upstream.provider, label, str(status)).inc()

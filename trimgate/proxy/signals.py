@@ -7,6 +7,7 @@ message's content.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -44,10 +45,14 @@ class Outcome:
     attribution: dict[str, str] = field(default_factory=dict)
 
 
-def attribution(headers: dict[str, str]) -> dict[str, str]:
-    return {
-        key: headers[h][:MAX_ATTRIBUTION_LEN] for h, key in ATTRIBUTION.items() if headers.get(h)
-    }
+def attribution(headers: Mapping[str, str]) -> dict[str, str]:
+    """Attribution fields from the request's x-trimgate-* headers (case-insensitive)."""
+    out = {}
+    for header, key in ATTRIBUTION.items():
+        value = headers.get(header)
+        if value:
+            out[key] = value[:MAX_ATTRIBUTION_LEN]
+    return out
 
 
 def response_headers(o: Outcome) -> dict[str, str]:
@@ -78,7 +83,7 @@ def response_headers(o: Outcome) -> dict[str, str]:
     return h
 
 
-def record(o: Outcome, metrics: Metrics, hub: EventHub) -> None:
+def record(o: Outcome, metrics: Metrics, hub: EventHub, *, status: int) -> None:
     """Metrics, the event and the log lines of an examined request."""
     r = o.report
     um = (o.upstream, o.model_label)
@@ -147,6 +152,21 @@ def record(o: Outcome, metrics: Metrics, hub: EventHub) -> None:
         log.error(
             "context overflow persisted and nothing more could be dropped",
             extra={"event": "trim_exhausted", **base, "retries": o.retries},
+        )
+    if log.isEnabledFor(logging.INFO):
+        log.info(
+            "request",
+            extra={
+                "event": "request",
+                **base,
+                "status": status,
+                "trimmed": r.trimmed,
+                "tokens_before": r.tokens_before,
+                "tokens_after": r.tokens_after,
+                "budget": r.budget,
+                "retries": o.retries,
+                "shadow": o.shadow,
+            },
         )
 
 
