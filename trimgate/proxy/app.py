@@ -117,22 +117,26 @@ def _admin_routes(
             return metrics_output()
         return generate_latest(registry)
 
-    @web.middleware
-    async def guard(
-        request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
-    ) -> web.StreamResponse:
-        if token and request.path in ADMIN_PATHS and request.path not in OPEN_PATHS:
-            given = request.headers.get("Authorization", "")
-            expected = f"Bearer {token}"
-            if not hmac.compare_digest(given.encode(), expected.encode()):
+    Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+    def guarded(handler: Handler) -> Handler:
+        """The handler behind the admin token (a wrapper, not a middleware: the
+        proxied requests on the same app pay nothing for it)."""
+        if not token:
+            return handler
+        expected = f"Bearer {token}".encode()
+
+        async def check(request: web.Request) -> web.StreamResponse:
+            given = request.headers.get("Authorization", "").encode()
+            if not hmac.compare_digest(given, expected):
                 return web.json_response(
                     {"error": "admin endpoints need Authorization: Bearer <admin_token>"},
                     status=401,
                     headers={"WWW-Authenticate": "Bearer"},
                 )
-        return await handler(request)
+            return await handler(request)
 
-    app.middlewares.append(guard)
+        return check
 
     async def metrics(request: web.Request) -> web.Response:
         body = await asyncio.get_running_loop().run_in_executor(None, output)
@@ -153,7 +157,7 @@ def _admin_routes(
             {"error": "admin endpoints answer GET only"}, status=405, headers={"Allow": "GET, HEAD"}
         )
 
-    handlers: dict[str, Callable[[web.Request], Awaitable[web.StreamResponse]]] = {
+    handlers: dict[str, Handler] = {
         "/metrics": metrics,
         "/healthz": healthz,
         "/readyz": readyz,
@@ -162,7 +166,7 @@ def _admin_routes(
         "/api/ws": hub.handle_ws,
     }
     for path, handler in handlers.items():
-        app.router.add_get(path, handler)
+        app.router.add_get(path, handler if path in OPEN_PATHS else guarded(handler))
         # any other method: 405 here, never the proxy's catch-all (that would forward
         # an admin path, and its admin token, upstream)
         app.router.add_route("*", path, not_allowed)

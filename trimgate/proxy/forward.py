@@ -276,7 +276,7 @@ class Proxy:
         """One upstream attempt: send, and on chat paths read enough to tell an overflow."""
         t = time.perf_counter()
         resp = await up.send(self._session(), method, url, headers, payload)
-        self.metrics.upstream_duration.labels(route.name).observe(time.perf_counter() - t)
+        self.metrics.for_upstream(route.name)[1].observe(time.perf_counter() - t)
         if codec is None:
             timer.spent += time.perf_counter() - t
             return Attempt(resp, b"", None)
@@ -291,7 +291,7 @@ class Proxy:
 
     def _overhead(self, route: Route, started: float, timer: _UpstreamTimer) -> None:
         overhead = time.perf_counter() - started - timer.spent
-        self.metrics.overhead.labels(route.name).observe(max(0.0, overhead))
+        self.metrics.for_upstream(route.name)[0].observe(max(0.0, overhead))
 
     async def _with_retries(
         self,
@@ -385,7 +385,7 @@ class Proxy:
         self.metrics.calibration.labels(label).set(state.ratio)
 
     def _count(self, route: Route, label: str, status: int) -> None:
-        self.metrics.requests.labels(route.name, route.upstream.provider, label, str(status)).inc()
+        self.metrics.count_request(route.name, route.upstream.provider, label, status)
 
 
 # --- helpers ---------------------------------------------------------------

@@ -7,6 +7,8 @@ status code, ``reason`` preemptive or reactive.
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 TOKEN_BUCKETS = (
@@ -111,3 +113,73 @@ class Metrics:
             "Events a slow subscriber did not receive.",
             registry=registry,
         )
+        # Both caches are bounded by the label values: configured upstreams, catalog
+        # names and "other", and HTTP status codes.
+        self._models: dict[tuple[str, str], ModelMetrics] = {}
+        self._requests: dict[tuple[str, str, str, int], Any] = {}
+        self._upstream: dict[str, tuple[Any, Any]] = {}
+
+    def for_model(self, upstream: str, model: str) -> ModelMetrics:
+        found = self._models.get((upstream, model))
+        if found is None:
+            found = self._models[(upstream, model)] = ModelMetrics(self, upstream, model)
+        return found
+
+    def count_request(self, upstream: str, provider: str, model: str, status: int) -> None:
+        key = (upstream, provider, model, status)
+        child = self._requests.get(key)
+        if child is None:
+            child = self._requests[key] = self.requests.labels(
+                upstream, provider, model, str(status)
+            )
+        child.inc()
+
+    def for_upstream(self, upstream: str) -> tuple[Any, Any]:
+        """(overhead, upstream duration) histograms of one upstream."""
+        found = self._upstream.get(upstream)
+        if found is None:
+            found = self._upstream[upstream] = (
+                self.overhead.labels(upstream),
+                self.upstream_duration.labels(upstream),
+            )
+        return found
+
+
+class ModelMetrics:
+    """The labelled children of one (upstream, model), resolved once.
+
+    Resolving a child (``labels(...)``) costs more than updating it, and doing
+    it up front makes every series exist at zero before its first increase,
+    so ``rate()`` and ``increase()`` see the first trim too.
+    """
+
+    __slots__ = (
+        "capped_messages",
+        "context_overflows",
+        "dropped_messages",
+        "dropped_turns",
+        "orphans_removed",
+        "prompt_tokens",
+        "reactive_retries",
+        "tokens_dropped",
+        "tool_results_capped",
+        "trim_exhausted",
+        "trims",
+        "utilization",
+    )
+
+    def __init__(self, m: Metrics, upstream: str, model: str) -> None:
+        um = (upstream, model)
+        self.prompt_tokens = m.prompt_tokens.labels(*um)
+        self.utilization = m.utilization.labels(*um)
+        self.context_overflows = m.context_overflows.labels(*um)
+        self.reactive_retries = m.reactive_retries.labels(*um)
+        self.trim_exhausted = m.trim_exhausted.labels(*um)
+        self.capped_messages = m.capped_messages.labels(*um)
+        self.orphans_removed = m.orphans_removed.labels(*um)
+        self.tool_results_capped = m.tool_results_capped.labels(*um)
+        reasons = ("preemptive", "reactive")
+        self.trims = {r: m.trims.labels(*um, r) for r in reasons}
+        self.dropped_turns = {r: m.dropped_turns.labels(*um, r) for r in reasons}
+        self.dropped_messages = {r: m.dropped_messages.labels(*um, r) for r in reasons}
+        self.tokens_dropped = {r: m.tokens_dropped.labels(*um, r) for r in reasons}

@@ -86,22 +86,22 @@ def response_headers(o: Outcome) -> dict[str, str]:
 def record(o: Outcome, metrics: Metrics, hub: EventHub, *, status: int) -> None:
     """Metrics, the event and the log lines of an examined request."""
     r = o.report
-    um = (o.upstream, o.model_label)
-    metrics.prompt_tokens.labels(*um).observe(r.tokens_after)
+    mm = metrics.for_model(o.upstream, o.model_label)
+    mm.prompt_tokens.observe(r.tokens_after)
     if r.budget > 0:
-        metrics.utilization.labels(*um).observe(r.tokens_after / r.budget)
+        mm.utilization.observe(r.tokens_after / r.budget)
     if o.overflows:
-        metrics.context_overflows.labels(*um).inc(o.overflows)
+        mm.context_overflows.inc(o.overflows)
     if o.retries:
-        metrics.reactive_retries.labels(*um).inc(o.retries)
+        mm.reactive_retries.inc(o.retries)
     if o.exhausted:
-        metrics.trim_exhausted.labels(*um).inc()
+        mm.trim_exhausted.inc()
     if r.capped_messages:
-        metrics.capped_messages.labels(*um).inc(r.capped_messages)
+        mm.capped_messages.inc(r.capped_messages)
     if r.orphans_removed:
-        metrics.orphans_removed.labels(*um).inc(r.orphans_removed)
+        mm.orphans_removed.inc(r.orphans_removed)
     if r.tool_results_capped:
-        metrics.tool_results_capped.labels(*um).inc(r.tool_results_capped)
+        mm.tool_results_capped.inc(r.tool_results_capped)
 
     base = {
         "request_id": o.request_id,
@@ -112,11 +112,10 @@ def record(o: Outcome, metrics: Metrics, hub: EventHub, *, status: int) -> None:
         **o.attribution,
     }
     if r.trimmed and o.reason:
-        labels = (*um, o.reason)
-        metrics.trims.labels(*labels).inc()
-        metrics.dropped_turns.labels(*labels).inc(r.dropped_turns)
-        metrics.dropped_messages.labels(*labels).inc(r.dropped_messages)
-        metrics.tokens_dropped.labels(*labels).inc(r.tokens_dropped)
+        mm.trims[o.reason].inc()
+        mm.dropped_turns[o.reason].inc(r.dropped_turns)
+        mm.dropped_messages[o.reason].inc(r.dropped_messages)
+        mm.tokens_dropped[o.reason].inc(r.tokens_dropped)
         hub.publish(event_payload(o))
         log.info(
             "history trimmed",
