@@ -49,6 +49,82 @@ class Message:
         return bool(self.results) or self.anonymous_results
 
 
+# Positional constructors for the shapes a codec builds by the thousand: a
+# keyword call to the dataclass ``__init__`` costs about three times a
+# positional one. They rely on the field order above (keep it in step).
+
+
+def text_message(
+    index: int,
+    role: Role,
+    tokens: int,
+    text_bytes: int,
+    turn_start: bool = False,
+    media: int = 0,
+    breadcrumb: bool = False,
+) -> Message:
+    """A message without tool calls or results."""
+    return Message(
+        index,
+        role,
+        tokens,
+        text_bytes,
+        turn_start,
+        (),
+        (),
+        False,
+        (),
+        media,
+        True,
+        False,
+        breadcrumb,
+    )
+
+
+def call_message(
+    index: int,
+    tokens: int,
+    text_bytes: int,
+    calls: tuple[str, ...],
+    other_content: bool = False,
+    media: int = 0,
+    exempt: bool = False,
+    role: Role = Role.ASSISTANT,
+) -> Message:
+    """A message that makes tool calls (and carries no results)."""
+    return Message(
+        index, role, tokens, text_bytes, False, calls, (), False, (), media, other_content, exempt
+    )
+
+
+def result_message(
+    index: int,
+    tokens: int,
+    text_bytes: int,
+    results: tuple[str, ...],
+    tool_texts: tuple[str, ...] = (),
+    media: int = 0,
+    anonymous_results: bool = False,
+    exempt: bool = False,
+    role: Role = Role.TOOL,
+) -> Message:
+    """A message that only carries tool results (``other_content`` False)."""
+    return Message(
+        index,
+        role,
+        tokens,
+        text_bytes,
+        False,
+        (),
+        results,
+        anonymous_results,
+        tool_texts,
+        media,
+        False,
+        exempt,
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class Conversation:
     messages: tuple[Message, ...]

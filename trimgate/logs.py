@@ -35,6 +35,11 @@ class JsonFormatter(logging.Formatter):
 
 
 def setup(level: str = "INFO") -> None:
+    # The logging HOWTO's "Optimization" switches: no caller lookup (a frame walk
+    # per record), no thread names; records keep the pid (workers).
+    logging._srcfile = None
+    logging.logThreads = False
+    logging.logMultiprocessing = False
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter())
     root = logging.getLogger()

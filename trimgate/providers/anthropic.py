@@ -44,9 +44,10 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
+from orjson import dumps
 
 from trimgate.errors import DecodeError
-from trimgate.history import Conversation, Message, Role
+from trimgate.history import Conversation, Message, Role, text_message
 from trimgate.providers import overflow
 from trimgate.providers.base import JSON, Decoded, DecodeOptions
 from trimgate.providers.common import json_bytes, rebuild, utf8_len
@@ -155,18 +156,26 @@ class AnthropicCodec:
             content = item.get("content")
 
             if type(content) is str:
-                nbytes = len(content) if content.isascii() else utf8_len(content)
-                is_crumb = role is user and content == breadcrumb
-                append(
-                    Message(
-                        index=index,
-                        role=role,
-                        tokens=(nbytes + 3) // 4 + framing,  # message_tokens, inlined
-                        text_bytes=nbytes,
-                        turn_start=role is user and not is_crumb,
-                        breadcrumb=is_crumb,
-                    )
+                nbytes = (
+                    len(content)
+                    if content.isascii()
+                    else len(content.encode("utf-8", "surrogatepass"))
                 )
+                if role is user:
+                    is_crumb = content == breadcrumb
+                    append(
+                        text_message(
+                            index,
+                            user,
+                            (nbytes + 3) // 4 + framing,
+                            nbytes,
+                            not is_crumb,
+                            0,
+                            is_crumb,
+                        )
+                    )
+                else:
+                    append(text_message(index, role, (nbytes + 3) // 4 + framing, nbytes))
                 continue
             if type(content) is not list:
                 raise DecodeError("message content is not a string or a list")
@@ -185,15 +194,26 @@ class AnthropicCodec:
                 if kind == "text":
                     text = block.get("text")
                     if type(text) is str:
-                        nbytes += len(text) if text.isascii() else utf8_len(text)
+                        nbytes += (
+                            len(text)
+                            if text.isascii()
+                            else len(text.encode("utf-8", "surrogatepass"))
+                        )
                     else:
                         nbytes += json_bytes(block)
                     other = True
                 elif kind == "tool_use":
                     name = block.get("name")
                     if isinstance(name, str):
-                        nbytes += utf8_len(name)
-                    nbytes += json_bytes(block.get("input"))
+                        nbytes += len(name) if name.isascii() else utf8_len(name)
+                    tool_input = block.get("input")
+                    if type(tool_input) is dict:
+                        try:
+                            nbytes += len(dumps(tool_input))
+                        except TypeError:  # not from orjson.loads: json_bytes decides
+                            nbytes += json_bytes(tool_input)
+                    else:
+                        nbytes += json_bytes(tool_input)
                     call_id = block.get("id")
                     if isinstance(call_id, str):
                         calls.append(call_id)
@@ -206,9 +226,18 @@ class AnthropicCodec:
                         results.append(result_id)
                     else:
                         anonymous = True
-                    b, m = _result_content(block.get("content"), texts)
-                    nbytes += b
-                    media += m
+                    inner = block.get("content")
+                    if type(inner) is str:  # the common shape, sized inline
+                        texts.append(inner)
+                        nbytes += (
+                            len(inner)
+                            if inner.isascii()
+                            else len(inner.encode("utf-8", "surrogatepass"))
+                        )
+                    else:
+                        b, m = _result_content(inner, texts)
+                        nbytes += b
+                        media += m
                 elif kind == "thinking":
                     thinking = block.get("thinking")
                     if isinstance(thinking, str):
@@ -230,18 +259,19 @@ class AnthropicCodec:
             )
             append(
                 Message(
-                    index=index,
-                    role=role,
-                    tokens=(nbytes + 3) // 4 + framing + media * media_tokens,
-                    text_bytes=nbytes,
-                    turn_start=role is user and not has_result and not is_crumb,
-                    calls=tuple(calls),
-                    results=tuple(results),
-                    anonymous_results=anonymous,
-                    tool_texts=tuple(texts),
-                    media=media,
-                    other_content=other or not (calls or has_result),
-                    breadcrumb=is_crumb,
+                    index,
+                    role,
+                    (nbytes + 3) // 4 + framing + media * media_tokens,  # message_tokens
+                    nbytes,
+                    role is user and not has_result and not is_crumb,  # turn_start
+                    tuple(calls) if calls else (),
+                    tuple(results) if results else (),
+                    anonymous,
+                    tuple(texts) if texts else (),
+                    media,
+                    other or not (calls or has_result),  # other_content
+                    False,  # exempt
+                    is_crumb,  # breadcrumb
                 )
             )
 

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 import orjson
+from orjson import dumps
 
 from trimgate.errors import DecodeError
 from trimgate.history import Conversation, Message, Role
@@ -40,7 +41,7 @@ from trimgate.providers import overflow as _overflow
 from trimgate.providers.base import JSON, Decoded, DecodeOptions
 from trimgate.providers.common import json_bytes, rebuild, utf8_len
 from trimgate.providers.overflow import Overflow
-from trimgate.trimming.estimate import bytes_tokens, message_tokens
+from trimgate.trimming.estimate import MESSAGE_FRAMING_TOKENS, bytes_tokens
 from trimgate.trimming.pipeline import TrimPlan
 
 __all__ = ["CODEC", "GeminiCodec", "GeminiDecoded"]
@@ -151,6 +152,9 @@ def _scan(contents: list[Any], options: DecodeOptions) -> tuple[list[Message], d
     crumb_len = utf8_len(crumb)
     media_tokens = options.media_tokens
     kinds_get = _KINDS.get
+    user = Role.USER  # locals: the loop is hot
+    framing = MESSAGE_FRAMING_TOKENS
+    append = messages.append
     # Calls of the latest content that made calls, by name, not yet answered.
     open_calls: dict[str, list[str]] = {}
     orphans = 0
@@ -182,7 +186,11 @@ def _scan(contents: list[Any], options: DecodeOptions) -> tuple[list[Message], d
                 text = part.get("text")
                 if type(text) is str:
                     if text:
-                        nbytes += len(text) if text.isascii() else utf8_len(text)
+                        nbytes += (
+                            len(text)
+                            if text.isascii()
+                            else len(text.encode("utf-8", "surrogatepass"))
+                        )
                         other = True
                     continue
             for key, value in part.items():
@@ -204,9 +212,14 @@ def _scan(contents: list[Any], options: DecodeOptions) -> tuple[list[Message], d
                         other = True
                         continue
                     name = _str(value.get("name"))
-                    nbytes += utf8_len(name)
+                    nbytes += len(name) if name.isascii() else utf8_len(name)
                     args = value.get("args")
-                    if args is not None:
+                    if type(args) is dict:
+                        try:
+                            nbytes += len(dumps(args))
+                        except TypeError:  # not from orjson.loads: json_bytes decides
+                            nbytes += json_bytes(args)
+                    elif args is not None:
                         nbytes += json_bytes(args)
                     call_id = value.get("id")
                     if type(call_id) is not str or not call_id:
@@ -226,11 +239,16 @@ def _scan(contents: list[Any], options: DecodeOptions) -> tuple[list[Message], d
                         other = True
                         continue
                     name = _str(value.get("name"))
-                    nbytes += utf8_len(name)
+                    nbytes += len(name) if name.isascii() else utf8_len(name)
                     capped = _response_text(value)
                     if capped is not None:
-                        nbytes += utf8_len(capped[0]) + utf8_len(capped[1])
-                        texts.append(capped[1])
+                        key_name, text = capped
+                        nbytes += (len(key_name) if key_name.isascii() else utf8_len(key_name)) + (
+                            len(text)
+                            if text.isascii()
+                            else len(text.encode("utf-8", "surrogatepass"))
+                        )
+                        texts.append(text)
                     else:
                         response = value.get("response")
                         if response is not None:
@@ -276,7 +294,7 @@ def _scan(contents: list[Any], options: DecodeOptions) -> tuple[list[Message], d
 
         role_name = item.get("role")
         if role_name is None or role_name == "user" or role_name == "":
-            role = Role.USER
+            role = user
         elif role_name == "model":
             role = Role.ASSISTANT
         elif role_name == "function" or role_name == "tool":
@@ -285,7 +303,7 @@ def _scan(contents: list[Any], options: DecodeOptions) -> tuple[list[Message], d
             role = Role.ASSISTANT
 
         breadcrumb = (
-            role is Role.USER
+            role is user
             and only_text
             and nbytes == crumb_len
             and "".join(_str(p.get("text")) for p in parts) == crumb
@@ -293,19 +311,21 @@ def _scan(contents: list[Any], options: DecodeOptions) -> tuple[list[Message], d
         if ids:
             part_ids[index] = tuple(ids)
         tool = bool(calls or results)
-        messages.append(
+        append(
             Message(
-                index=index,
-                role=role,
-                tokens=message_tokens(nbytes, media, media_tokens),
-                text_bytes=nbytes,
-                turn_start=role is Role.USER and not results and not breadcrumb,
-                calls=tuple(calls),
-                results=tuple(results),
-                tool_texts=tuple(texts),
-                media=media,
-                other_content=other or not tool,
-                breadcrumb=breadcrumb,
+                index,
+                role,
+                (nbytes + 3) // 4 + framing + media * media_tokens,  # message_tokens
+                nbytes,
+                role is user and not results and not breadcrumb,  # turn_start
+                tuple(calls) if calls else (),
+                tuple(results) if results else (),
+                False,  # anonymous_results: a response always gets an id
+                tuple(texts) if texts else (),
+                media,
+                other or not tool,  # other_content
+                False,  # exempt
+                breadcrumb,
             )
         )
     return messages, part_ids

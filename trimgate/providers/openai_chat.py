@@ -32,12 +32,19 @@ from typing import Any
 import orjson
 
 from trimgate.errors import DecodeError
-from trimgate.history import Conversation, Message, Role
+from trimgate.history import (
+    Conversation,
+    Message,
+    Role,
+    call_message,
+    result_message,
+    text_message,
+)
 from trimgate.providers import overflow
 from trimgate.providers.base import JSON, Decoded, DecodeOptions
 from trimgate.providers.common import json_bytes, rebuild, utf8_len
 from trimgate.providers.overflow import Overflow
-from trimgate.trimming.estimate import bytes_tokens, message_tokens
+from trimgate.trimming.estimate import MESSAGE_FRAMING_TOKENS, bytes_tokens
 from trimgate.trimming.pipeline import TrimPlan
 
 __all__ = ["CODEC", "OpenAIChatCodec"]
@@ -45,6 +52,7 @@ __all__ = ["CODEC", "OpenAIChatCodec"]
 _MEDIA_PARTS = frozenset({"image_url", "input_audio", "file"})
 _SYSTEM_ROLES = frozenset({"system", "developer"})
 _FN_PREFIX = "fn:"
+_MISSING: Any = object()  # a dict.get default no JSON value can be
 
 
 def _is_int(value: Any) -> bool:
@@ -142,10 +150,15 @@ class OpenAIChatCodec:
 
         breadcrumb = options.breadcrumb
         media_tokens = options.media_tokens
+        framing = MESSAGE_FRAMING_TOKENS
+        user, system = Role.USER, Role.SYSTEM  # locals: the loop is hot
         pending_fn: dict[str, str] = {}  # legacy function name -> synthetic call id
         messages: list[Message] = []
         append = messages.append
 
+        # The common shapes (string content, plain tool calls) are sized inline:
+        # ``len(s) if s.isascii() else len(s.encode(...))`` is utf8_len without the
+        # call, and ``(n + 3) // 4 + framing + media * media_tokens`` is message_tokens.
         for index, item in enumerate(items):
             if not isinstance(item, dict):
                 raise DecodeError("message is not an object")
@@ -153,37 +166,62 @@ class OpenAIChatCodec:
 
             if role == "user":
                 content = item.get("content")
+                if type(content) is str:
+                    nbytes = (
+                        len(content)
+                        if content.isascii()
+                        else len(content.encode("utf-8", "surrogatepass"))
+                    )
+                    crumb = content == breadcrumb
+                    append(
+                        text_message(
+                            index, user, (nbytes + 3) // 4 + framing, nbytes, not crumb, 0, crumb
+                        )
+                    )
+                    continue
                 nbytes, media, _ = _content_size(content)
                 crumb = _is_breadcrumb(content, breadcrumb)
-                append(
-                    Message(
-                        index=index,
-                        role=Role.USER,
-                        tokens=message_tokens(nbytes, media, media_tokens),
-                        text_bytes=nbytes,
-                        turn_start=not crumb,
-                        media=media,
-                        breadcrumb=crumb,
-                    )
-                )
+                tokens = (nbytes + 3) // 4 + framing + media * media_tokens
+                append(text_message(index, user, tokens, nbytes, not crumb, media, crumb))
 
             elif role == "assistant":
-                nbytes, media, has_content = _content_size(item.get("content"))
-                refusal = item.get("refusal")
-                if refusal:
-                    nbytes += _str_bytes(refusal)
-                    has_content = True
-                # Reasoning text that OpenAI-compatible backends echo back (DeepSeek,
-                # OpenRouter, vLLM): it is sent, so it is counted.
-                for key in ("reasoning_content", "reasoning"):
-                    extra = item.get(key)
-                    if extra:
-                        nbytes += _str_bytes(extra)
-                if item.get("audio") is not None:  # a previous audio answer, by id
-                    media += 1
-                    has_content = True
-                calls: list[str] = []
+                content = item.get("content")
+                media = 0
+                if type(content) is str:
+                    nbytes = (
+                        len(content)
+                        if content.isascii()
+                        else len(content.encode("utf-8", "surrogatepass"))
+                    )
+                    has_content = bool(content)
+                elif content is None:
+                    nbytes = 0
+                    has_content = False
+                else:
+                    nbytes, media, has_content = _content_size(content)
                 tool_calls = item.get("tool_calls")
+                # Fields beyond role / content / tool_calls are rare: look them up only
+                # when the item has some.
+                extra = len(item) > 1 + ("content" in item) + ("tool_calls" in item)
+                if extra:
+                    refusal = item.get("refusal")
+                    if refusal:
+                        nbytes += _str_bytes(refusal)
+                        has_content = True
+                    # Reasoning text that OpenAI-compatible backends echo back (DeepSeek,
+                    # OpenRouter, vLLM): it is sent, so it is counted.
+                    for key in ("reasoning_content", "reasoning"):
+                        reasoning = item.get(key)
+                        if reasoning:
+                            nbytes += _str_bytes(reasoning)
+                    if item.get("audio") is not None:  # a previous audio answer, by id
+                        media += 1
+                        has_content = True
+                if tool_calls is None and not extra:
+                    tokens = (nbytes + 3) // 4 + framing + media * media_tokens
+                    append(text_message(index, Role.ASSISTANT, tokens, nbytes, False, media))
+                    continue
+                calls: list[str] = []
                 if tool_calls is not None:
                     if not isinstance(tool_calls, list):
                         raise DecodeError("tool_calls is not a list")
@@ -198,81 +236,89 @@ class OpenAIChatCodec:
                         if fn is None:
                             fn = call.get("custom")
                         if isinstance(fn, dict):
-                            nbytes += _str_bytes(fn.get("name"))
-                            args = fn.get("arguments", fn.get("input"))
-                            nbytes += _str_bytes(args)
+                            name = fn.get("name")
+                            if type(name) is str:
+                                nbytes += (
+                                    len(name)
+                                    if name.isascii()
+                                    else len(name.encode("utf-8", "surrogatepass"))
+                                )
+                            else:
+                                nbytes += _str_bytes(name)
+                            args = fn.get("arguments", _MISSING)
+                            if args is _MISSING:
+                                args = fn.get("input")
+                            if type(args) is str:
+                                nbytes += (
+                                    len(args)
+                                    if args.isascii()
+                                    else len(args.encode("utf-8", "surrogatepass"))
+                                )
+                            else:
+                                nbytes += _str_bytes(args)
                         else:
                             nbytes += json_bytes(call)
-                function_call = item.get("function_call")
-                if isinstance(function_call, dict):
-                    call_id = f"{_FN_PREFIX}{index}"
-                    calls.append(call_id)
-                    name = function_call.get("name")
-                    nbytes += _str_bytes(name) + _str_bytes(function_call.get("arguments"))
-                    if isinstance(name, str):
-                        pending_fn[name] = call_id
-                elif function_call is not None:
-                    raise DecodeError("function_call is not an object")
-                append(
-                    Message(
-                        index=index,
-                        role=Role.ASSISTANT,
-                        tokens=message_tokens(nbytes, media, media_tokens),
-                        text_bytes=nbytes,
-                        calls=tuple(calls),
-                        media=media,
-                        other_content=has_content or not calls,
-                    )
-                )
+                if extra:
+                    function_call = item.get("function_call")
+                    if isinstance(function_call, dict):
+                        call_id = f"{_FN_PREFIX}{index}"
+                        calls.append(call_id)
+                        name = function_call.get("name")
+                        nbytes += _str_bytes(name) + _str_bytes(function_call.get("arguments"))
+                        if isinstance(name, str):
+                            pending_fn[name] = call_id
+                    elif function_call is not None:
+                        raise DecodeError("function_call is not an object")
+                tokens = (nbytes + 3) // 4 + framing + media * media_tokens
+                if calls:
+                    append(call_message(index, tokens, nbytes, tuple(calls), has_content, media))
+                else:
+                    append(text_message(index, Role.ASSISTANT, tokens, nbytes, False, media))
 
             elif role == "tool":
-                nbytes, media, texts = _tool_content(item.get("content"))
-                call_id = item.get("tool_call_id")
-                if call_id is not None and not isinstance(call_id, str):
-                    raise DecodeError("tool_call_id is not a string")
-                append(
-                    Message(
-                        index=index,
-                        role=Role.TOOL,
-                        tokens=message_tokens(nbytes, media, media_tokens),
-                        text_bytes=nbytes,
-                        results=(call_id,) if call_id is not None else (),
-                        anonymous_results=call_id is None,
-                        tool_texts=texts,
-                        media=media,
-                        other_content=False,
+                content = item.get("content")
+                if type(content) is str:
+                    nbytes = (
+                        len(content)
+                        if content.isascii()
+                        else len(content.encode("utf-8", "surrogatepass"))
                     )
-                )
+                    media = 0
+                    texts: tuple[str, ...] = (content,)
+                else:
+                    nbytes, media, texts = _tool_content(content)
+                call_id = item.get("tool_call_id")
+                tokens = (nbytes + 3) // 4 + framing + media * media_tokens
+                if type(call_id) is str:
+                    append(result_message(index, tokens, nbytes, (call_id,), texts, media))
+                elif call_id is None:
+                    append(result_message(index, tokens, nbytes, (), texts, media, True))
+                elif isinstance(call_id, str):
+                    append(result_message(index, tokens, nbytes, (call_id,), texts, media))
+                else:
+                    raise DecodeError("tool_call_id is not a string")
 
             elif role == "function":
                 nbytes, media, texts = _tool_content(item.get("content"))
                 name = item.get("name")
-                call_id = pending_fn.pop(name, None) if isinstance(name, str) else None
+                fn_id = pending_fn.pop(name, None) if isinstance(name, str) else None
+                tokens = (nbytes + 3) // 4 + framing + media * media_tokens
                 append(
-                    Message(
-                        index=index,
-                        role=Role.TOOL,
-                        tokens=message_tokens(nbytes, media, media_tokens),
-                        text_bytes=nbytes,
-                        results=(call_id,) if call_id is not None else (),
-                        anonymous_results=call_id is None,
-                        tool_texts=texts,
-                        media=media,
-                        other_content=False,
+                    result_message(
+                        index,
+                        tokens,
+                        nbytes,
+                        (fn_id,) if fn_id is not None else (),
+                        texts,
+                        media,
+                        fn_id is None,
                     )
                 )
 
             elif role in _SYSTEM_ROLES:
                 nbytes, media, _ = _content_size(item.get("content"))
-                append(
-                    Message(
-                        index=index,
-                        role=Role.SYSTEM,
-                        tokens=message_tokens(nbytes, media, media_tokens),
-                        text_bytes=nbytes,
-                        media=media,
-                    )
-                )
+                tokens = (nbytes + 3) // 4 + framing + media * media_tokens
+                append(text_message(index, system, tokens, nbytes, False, media))
 
             else:
                 raise DecodeError("unknown message role")

@@ -43,11 +43,18 @@ from typing import Any
 import orjson
 
 from trimgate.errors import DecodeError
-from trimgate.history import Conversation, Message, Role
+from trimgate.history import (
+    Conversation,
+    Message,
+    Role,
+    call_message,
+    result_message,
+    text_message,
+)
 from trimgate.providers import overflow
 from trimgate.providers.base import JSON, Decoded, DecodeOptions
 from trimgate.providers.common import json_bytes, rebuild, utf8_len
-from trimgate.trimming.estimate import bytes_tokens, message_tokens
+from trimgate.trimming.estimate import MESSAGE_FRAMING_TOKENS, bytes_tokens, message_tokens
 from trimgate.trimming.pipeline import TrimPlan
 
 __all__ = ["CODEC", "OpenAIResponsesCodec"]
@@ -193,6 +200,9 @@ class OpenAIResponsesCodec:
         media_tokens = options.media_tokens
         stored = bool(body.get("previous_response_id") or body.get("conversation"))
         messages: list[Message] = []
+        append = messages.append
+        user = Role.USER  # locals: the loop is hot
+        framing = MESSAGE_FRAMING_TOKENS
         seen_calls: set[str] = set()
         shell_ids: dict[str, str] = {}  # local_shell_call id -> call_id
         # A reasoning item still followed only by client calls: its position in
@@ -213,7 +223,16 @@ class OpenAIResponsesCodec:
                 if kind == "custom_tool_call":
                     nbytes = _str_bytes(item, "name") + _str_bytes(item, "input")
                 elif kind == "function_call":
-                    nbytes = _str_bytes(item, "name") + _str_bytes(item, "arguments")
+                    name = item.get("name")
+                    arguments = item.get("arguments")
+                    if type(name) is str and type(arguments) is str:  # sized inline
+                        nbytes = (len(name) if name.isascii() else utf8_len(name)) + (
+                            len(arguments)
+                            if arguments.isascii()
+                            else len(arguments.encode("utf-8", "surrogatepass"))
+                        )
+                    else:
+                        nbytes = _str_bytes(item, "name") + _str_bytes(item, "arguments")
                 elif kind == "apply_patch_call":
                     nbytes = _str_bytes(item, "operation")
                 else:
@@ -224,25 +243,12 @@ class OpenAIResponsesCodec:
                         own = item.get("id")
                         if type(own) is str:
                             shell_ids[own] = call_id
-                    messages.append(
-                        Message(
-                            index=index,
-                            role=Role.ASSISTANT,
-                            tokens=message_tokens(nbytes),
-                            text_bytes=nbytes,
-                            calls=(call_id,),
-                            other_content=False,
-                        )
-                    )
+                    append(call_message(index, (nbytes + 3) // 4 + framing, nbytes, (call_id,)))
                     if reasoning_at >= 0:
                         reasoning_calls.append(call_id)
                     continue
-                message = Message(
-                    index=index,
-                    role=Role.ASSISTANT,
-                    tokens=message_tokens(nbytes),
-                    text_bytes=nbytes,
-                    exempt=True,  # no id to pair by: leave it to the provider
+                message = Message(  # no id to pair by: exempt, left to the provider
+                    index, Role.ASSISTANT, (nbytes + 3) // 4 + framing, nbytes, exempt=True
                 )
 
             elif kind.endswith("_output"):
@@ -251,67 +257,68 @@ class OpenAIResponsesCodec:
                     own = item.get("id")
                     if type(own) is str:
                         call_id = shell_ids.get(own, own)
-                texts: list[str] = []
-                nbytes, media = _content_size(item.get("output"), texts)
+                output = item.get("output")
+                if type(output) is str:  # the common shape, sized inline
+                    nbytes = (
+                        len(output)
+                        if output.isascii()
+                        else len(output.encode("utf-8", "surrogatepass"))
+                    )
+                    media = 0
+                    texts: list[str] | tuple[str, ...] = (output,)
+                else:
+                    texts = []
+                    nbytes, media = _content_size(output, texts)
                 if kind == "tool_search_output":
                     nbytes += _str_bytes(item, "tools")
                 elif kind == "program_output":
                     nbytes += _str_bytes(item, "result")
+                tokens = (nbytes + 3) // 4 + framing + media * media_tokens
                 if type(call_id) is str:
-                    message = Message(
-                        index=index,
-                        role=Role.TOOL,
-                        tokens=message_tokens(nbytes, media, media_tokens),
-                        text_bytes=nbytes,
-                        results=(call_id,),
-                        tool_texts=tuple(texts),
-                        media=media,
-                        other_content=False,
-                        exempt=stored and call_id not in seen_calls,
+                    message = result_message(
+                        index,
+                        tokens,
+                        nbytes,
+                        (call_id,),
+                        tuple(texts),
+                        media,
+                        False,
+                        stored and call_id not in seen_calls,  # exempt
                     )
                 else:
-                    message = Message(
-                        index=index,
-                        role=Role.TOOL,
-                        tokens=message_tokens(nbytes, media, media_tokens),
-                        text_bytes=nbytes,
-                        media=media,
-                        exempt=True,
-                    )
+                    message = Message(index, Role.TOOL, tokens, nbytes, media=media, exempt=True)
 
             elif kind in ("", "message"):
                 role = _kind(item, "role")
                 if not role and not kind:  # an item_reference without its type
                     nbytes = json_bytes(item)
                     message = Message(
-                        index=index,
-                        role=Role.ASSISTANT,
-                        tokens=message_tokens(nbytes),
-                        text_bytes=nbytes,
-                        exempt=True,
+                        index, Role.ASSISTANT, (nbytes + 3) // 4 + framing, nbytes, exempt=True
                     )
                 else:
                     content = item.get("content")
-                    nbytes, media = _content_size(content)
-                    tokens = message_tokens(nbytes, media, media_tokens)
-                    if role == "user":
-                        ours = _is_crumb(content, crumb)
-                        message = Message(
-                            index=index,
-                            role=Role.USER,
-                            tokens=tokens,
-                            text_bytes=nbytes,
-                            turn_start=not ours,
-                            media=media,
-                            breadcrumb=ours,
+                    if type(content) is str:  # the common shape, sized inline
+                        nbytes = (
+                            len(content)
+                            if content.isascii()
+                            else len(content.encode("utf-8", "surrogatepass"))
                         )
+                        media = 0
+                        ours = content == crumb
                     else:
-                        message = Message(
-                            index=index,
-                            role=Role.SYSTEM if role in _SYSTEM_ROLES else Role.ASSISTANT,
-                            tokens=tokens,
-                            text_bytes=nbytes,
-                            media=media,
+                        nbytes, media = _content_size(content)
+                        ours = role == "user" and _is_crumb(content, crumb)
+                    tokens = (nbytes + 3) // 4 + framing + media * media_tokens
+                    if role == "user":
+                        message = text_message(index, user, tokens, nbytes, not ours, media, ours)
+                    else:
+                        message = text_message(
+                            index,
+                            Role.SYSTEM if role in _SYSTEM_ROLES else Role.ASSISTANT,
+                            tokens,
+                            nbytes,
+                            False,
+                            media,
                         )
 
             elif kind == "reasoning":
@@ -350,12 +357,12 @@ class OpenAIResponsesCodec:
                     seen_calls.add(call_id)
                 exempt_call = bool(calls)
                 message = Message(
-                    index=index,
-                    role=Role.SYSTEM if _kind(item, "role") in _SYSTEM_ROLES else Role.ASSISTANT,
-                    tokens=message_tokens(nbytes, media, media_tokens),
-                    text_bytes=nbytes,
-                    media=media,
+                    index,
+                    Role.SYSTEM if _kind(item, "role") in _SYSTEM_ROLES else Role.ASSISTANT,
+                    (nbytes + 3) // 4 + framing + media * media_tokens,
+                    nbytes,
                     calls=calls,
+                    media=media,
                     other_content=not (server or exempt_call),
                     exempt=server or exempt_call,
                 )
@@ -365,7 +372,7 @@ class OpenAIResponsesCodec:
                     reasoning_index, reasoning_bytes, reasoning_calls
                 )
                 reasoning_at = -1
-            messages.append(message)
+            append(message)
 
         if reasoning_at >= 0:
             messages[reasoning_at] = _reasoning(reasoning_index, reasoning_bytes, reasoning_calls)

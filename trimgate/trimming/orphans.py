@@ -37,31 +37,51 @@ def _is_tool_traffic(m: Message) -> bool:
 
 
 def sweep_orphans(messages: Sequence[Message], *, pending_calls_ok: bool = False) -> SweepResult:
-    newest_start = max((i for i, m in enumerate(messages) if m.turn_start), default=0)
-
+    # One forward pass over every message finds the orphan results, and notes
+    # where each result id last stands and which messages make calls; the
+    # calls are then checked against those positions (a call is answered when
+    # a result with its id stands later), visiting only the calling messages.
     called: set[str] = set()
     bad: dict[int, set[str]] = {}
     drop_whole: set[int] = set()
+    last_result: dict[str, int] = {}  # result id -> position of its newest result
+    callers: list[int] = []  # positions of the non-exempt messages that make calls
     for pos, m in enumerate(messages):
+        results = m.results
+        calls = m.calls
+        if results:
+            for r in results:
+                last_result[r] = pos
         if m.exempt:
-            called.update(m.calls)
+            if calls:
+                called.update(calls)
             continue
-        orphan = {r for r in m.results if r not in called}
-        lone = m.anonymous_results and not m.other_content
-        if lone and not _anonymous_is_answered(messages, pos):
+        if results:
+            for r in results:
+                if r not in called:
+                    bad.setdefault(pos, set()).add(r)
+        if (
+            m.anonymous_results
+            and not m.other_content
+            and not _anonymous_is_answered(messages, pos)
+        ):
             drop_whole.add(pos)
-        if orphan:
-            bad[pos] = orphan
-        called.update(m.calls)
+        if calls:
+            called.update(calls)
+            callers.append(pos)
 
-    answered: set[str] = set()
-    for pos in range(len(messages) - 1, -1, -1):
-        m = messages[pos]
-        if not m.exempt and m.calls and not (pending_calls_ok and pos >= newest_start):
-            orphan = {c for c in m.calls if c not in answered}
+    if callers:
+        newest_start = len(messages)  # calls at or after it may stay pending
+        if pending_calls_ok:
+            newest_start = next(
+                (i for i in range(len(messages) - 1, -1, -1) if messages[i].turn_start), 0
+            )
+        for pos in reversed(callers):
+            if pos >= newest_start:
+                continue
+            orphan = {c for c in messages[pos].calls if last_result.get(c, -1) <= pos}
             if orphan:
                 bad.setdefault(pos, set()).update(orphan)
-        answered.update(m.results)
 
     if not bad and not drop_whole:
         return SweepResult(tuple(messages))

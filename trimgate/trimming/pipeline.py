@@ -78,7 +78,6 @@ class TrimPlan:
 
 def plan(conversation: Conversation, policy: Policy) -> TrimPlan:
     messages: tuple[Message, ...] = conversation.messages
-    before = scale(conversation.tokens, policy.ratio)
 
     hoisted = 0
     if policy.hoist:
@@ -102,6 +101,9 @@ def plan(conversation: Conversation, policy: Policy) -> TrimPlan:
         max_turns=policy.max_turns,
     )
     kept = trim.kept
+    # The trim summed the messages it was given: unless capping changed their
+    # sizes (hoisting only reorders), that is the conversation's own total.
+    before = trim.tokens_before if not capped else scale(conversation.tokens, policy.ratio)
 
     capped_messages = 0
     if policy.max_messages > 0:
@@ -132,10 +134,13 @@ def plan(conversation: Conversation, policy: Policy) -> TrimPlan:
         after = scale(after, policy.ratio)
     elif trim.trimmed:
         after = trim.tokens_after
-    else:
-        after = scale(conversation.overhead + sum(m.tokens for m in messages), policy.ratio)
+    else:  # nothing left the conversation: the trim's own sum of ``messages``
+        after = trim.tokens_before
 
-    kept_turns = sum(1 for m in kept if m.turn_start)
+    if kept is trim.kept and not trim.trimmed:  # all of ``messages``: the trim counted them
+        kept_turns = trim.kept_turns + sum(1 for m in kept[: trim.leading] if m.turn_start)
+    else:
+        kept_turns = sum(1 for m in kept if m.turn_start)
     report = TrimReport(
         trimmed=trim.trimmed,
         dropped_turns=trim.dropped_turns,

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 
 from trimgate.history import Message, Role
 from trimgate.trimming.estimate import scale
@@ -65,10 +66,13 @@ def trim_to_recent_turns(
     ``ratio`` converts estimates to provider tokens (calibration). ``max_turns``
     caps the kept turns as well (a reactive retry must drop at least one more).
     """
-    raw_before = overhead + sum(m.tokens for m in messages)
+    # One pass for the sizes, one for the turn starts; the suffix sums come from
+    # the prefix sums (C loops), so no Python loop walks every message twice.
+    sizes = [m.tokens for m in messages]
+    raw_before = overhead + sum(sizes)
     before = scale(raw_before, ratio)
     lead = leading_systems(messages)
-    starts = [i for i in range(lead, len(messages)) if messages[i].turn_start]
+    starts = [i for i, m in enumerate(messages[lead:], lead) if m.turn_start]
     total_turns = len(starts)
 
     over_budget = budget > 0 and before > budget
@@ -76,29 +80,32 @@ def trim_to_recent_turns(
     if not (over_budget or over_turns) or total_turns <= 1:
         return TrimResult(tuple(messages), 0, 0, total_turns, before, before, False, lead)
 
-    fixed = overhead + sum(m.tokens for m in messages[:lead]) + breadcrumb_tokens
-    # suffix[k] = tokens of messages[starts[k]:]
-    suffix = [0] * total_turns
-    running = 0
-    position = len(messages)
-    for k in range(total_turns - 1, -1, -1):
-        for i in range(starts[k], position):
-            running += messages[i].tokens
-        position = starts[k]
-        suffix[k] = running
+    fixed = overhead + sum(sizes[:lead]) + breadcrumb_tokens
+    # prefix[i] = tokens of messages[:i], so messages[starts[k]:] cost total - prefix[starts[k]]
+    prefix = list(accumulate(sizes, initial=0))
+    total = prefix[-1]
 
     first = 1  # drop at least the oldest turn
     if max_turns is not None:
         first = max(first, total_turns - max(1, max_turns))
     cut = total_turns - 1  # the newest turn is always kept
-    for k in range(first, total_turns):
-        if budget <= 0 or scale(fixed + suffix[k], ratio) <= budget:
-            cut = k
-            break
+    if budget <= 0:
+        cut = first
+    elif ratio == 1.0:  # scale() is the identity: compare raw sums
+        limit = budget - fixed - total
+        for k in range(first, total_turns):
+            if -prefix[starts[k]] <= limit:
+                cut = k
+                break
+    else:
+        for k in range(first, total_turns):
+            if scale(fixed + total - prefix[starts[k]], ratio) <= budget:
+                cut = k
+                break
 
     start = starts[cut]
     kept = tuple(messages[:lead]) + tuple(messages[start:])
-    after = scale(fixed + suffix[cut], ratio)
+    after = scale(fixed + total - prefix[start], ratio)
     return TrimResult(
         kept=kept,
         dropped_turns=cut,
