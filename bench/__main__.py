@@ -236,7 +236,11 @@ def trimgate_config(fake_url: str) -> dict[str, Any]:
             {"match": "bench-small-*", "context_window": SMALL_WINDOW},
             {"match": "bench-*", "context_window": BIG_WINDOW},
         ],
-        "trimming": {"mode": "enforce", "reactive": {"enabled": True, "max_retries": 3}},
+        # TRIMGATE_BENCH_MODE=off measures the shell alone (routing, headers, relay)
+        "trimming": {
+            "mode": os.environ.get("TRIMGATE_BENCH_MODE", "enforce"),
+            "reactive": {"enabled": True, "max_retries": 3},
+        },
     }
 
 

@@ -94,3 +94,10 @@ def test_calibrated_report_is_in_provider_tokens() -> None:
     c = conv("u1" + "x" * 400, "a1", "u2", "a2")
     p = plan(c, Policy(budget=10_000, ratio=1.25))
     assert p.report.tokens_before == -(-c.tokens * 5 // 4)
+
+
+def test_breadcrumb_goes_after_pinned_server_state_results() -> None:
+    stored = msg("t stored output", Role.TOOL, results=("call_srv",), exempt=True)
+    c = conv("sys", [stored], "u1" + "x" * 400, "a1", "u2", "a2")
+    p = plan(c, Policy(budget=60, breadcrumb_tokens=CRUMB))
+    assert idx(p.kept) == [0, 1, 4, 5] and p.breadcrumb_at == 2

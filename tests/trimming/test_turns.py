@@ -149,3 +149,13 @@ def test_ratio_scales_the_comparison() -> None:
 def test_empty_history_is_untouched() -> None:
     r = trim_to_recent_turns((), 10)
     assert not r.trimmed and r.kept == () and r.kept_turns == 0
+
+
+def test_exempt_strays_are_pinned() -> None:
+    # Responses with previous_response_id: outputs answering stored calls come first
+    stored = msg("t stored output", Role.TOOL, results=("call_srv",), exempt=True)
+    c = conv("sys", [stored], "u1" + "x" * 400, "a1", "u2", "a2")
+    r = trim_to_recent_turns(c.messages, 40)
+    assert r.trimmed and [m.index for m in r.kept] == [0, 1, 4, 5]
+    assert r.dropped_messages == 2 and r.dropped_turns == 1
+    assert r.tokens_after == sum(m.tokens for m in r.kept)

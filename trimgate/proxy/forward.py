@@ -410,16 +410,10 @@ def make_policy(
             reserve_output=tc.reserve_output_tokens,
             output_limit=decoded.output_limit,
         )
-    crumb = tc.breadcrumb.text
     placement = tc.breadcrumb.placement
-    crumb_tokens = {
-        "message": text_tokens(crumb),
-        "merge": bytes_tokens(utf8_len(crumb) + 2),
-        "none": 0,
-    }[placement]
     return Policy(
         budget=budget,
-        breadcrumb_tokens=crumb_tokens,
+        breadcrumb_tokens=breadcrumb_tokens(tc.breadcrumb.text, placement),
         placement=placement,
         max_messages=tc.max_history_messages,
         max_tool_result_chars=tc.max_tool_result_chars,
@@ -427,6 +421,16 @@ def make_policy(
         hoist=decoded.hoistable and tc.system_messages == "hoist",
         ratio=ratio,
     )
+
+
+@functools.lru_cache(maxsize=64)
+def breadcrumb_tokens(text: str, placement: str) -> int:
+    """The breadcrumb's cost: its own message, merged text plus a blank line, or none."""
+    if placement == "message":
+        return text_tokens(text)
+    if placement == "merge":
+        return bytes_tokens(utf8_len(text) + 2)
+    return 0
 
 
 def _int_header(value: str | None) -> int | None:

@@ -122,6 +122,8 @@ def plan(conversation: Conversation, policy: Policy) -> TrimPlan:
     breadcrumb_at: int | None = None
     if trim.trimmed and placement != "none":
         breadcrumb_at = leading_systems(kept)
+        while breadcrumb_at < len(kept) and kept[breadcrumb_at].exempt:
+            breadcrumb_at += 1  # pinned server-state results come first
         if placement == "merge":
             breadcrumb_at = next(
                 (i for i in range(breadcrumb_at, len(kept)) if kept[i].turn_start), None

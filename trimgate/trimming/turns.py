@@ -11,7 +11,9 @@ Rules (SPEC §3):
 4. Turns are dropped oldest first, and only whole: the kept turns are a suffix.
    The cut is minimal: keeping one more turn would not fit.
 5. Messages before the first real user message (other than the leading
-   systems) leave with the first dropped turn.
+   systems) leave with the first dropped turn, except exempt ones: results
+   that answer calls stored server-side (Responses ``previous_response_id``)
+   are needed by the provider whatever is trimmed, so they stay.
 6. The breadcrumb that marks the cut counts inside the budget. trimgate's own
    breadcrumb found in an incoming history is never a turn boundary, so a
    re-trimmed history does not drop it as if it were a turn.
@@ -80,7 +82,9 @@ def trim_to_recent_turns(
     if not (over_budget or over_turns) or total_turns <= 1:
         return TrimResult(tuple(messages), 0, 0, total_turns, before, before, False, lead)
 
-    fixed = overhead + sum(sizes[:lead]) + breadcrumb_tokens
+    # Exempt strays (results answering calls stored server-side) are pinned.
+    pinned = tuple(m for m in messages[lead : starts[0]] if m.exempt)
+    fixed = overhead + sum(sizes[:lead]) + sum(m.tokens for m in pinned) + breadcrumb_tokens
     # prefix[i] = tokens of messages[:i], so messages[starts[k]:] cost total - prefix[starts[k]]
     prefix = list(accumulate(sizes, initial=0))
     total = prefix[-1]
@@ -104,12 +108,12 @@ def trim_to_recent_turns(
                 break
 
     start = starts[cut]
-    kept = tuple(messages[:lead]) + tuple(messages[start:])
+    kept = tuple(messages[:lead]) + pinned + tuple(messages[start:])
     after = scale(fixed + total - prefix[start], ratio)
     return TrimResult(
         kept=kept,
         dropped_turns=cut,
-        dropped_messages=start - lead,
+        dropped_messages=start - lead - len(pinned),
         kept_turns=total_turns - cut,
         tokens_before=before,
         tokens_after=after,
