@@ -48,10 +48,8 @@ from orjson import dumps
 
 from trimgate.errors import DecodeError
 from trimgate.history import Conversation, Message, Role, text_message
-from trimgate.providers import overflow
-from trimgate.providers.base import JSON, Decoded, DecodeOptions
+from trimgate.providers.base import JSON, Decoded, DecodeOptions, OverflowByFormat
 from trimgate.providers.common import json_bytes, rebuild, utf8_len
-from trimgate.providers.overflow import Overflow
 from trimgate.trimming.estimate import MESSAGE_FRAMING_TOKENS, bytes_tokens
 from trimgate.trimming.pipeline import TrimPlan
 
@@ -123,7 +121,7 @@ def _system_bytes(system: Any) -> int:
     raise DecodeError("system is not a string or a list")
 
 
-class AnthropicCodec:
+class AnthropicCodec(OverflowByFormat):
     wire_format = "anthropic"
 
     # -- requests ---------------------------------------------------------------
@@ -309,12 +307,6 @@ class AnthropicCodec:
         return body
 
     # -- answers ----------------------------------------------------------------
-
-    def detect_overflow(self, status: int, body: bytes) -> Overflow | None:
-        return overflow.detect_overflow(status, body, wire_format=self.wire_format)
-
-    def detect_stream_overflow(self, head: bytes) -> Overflow | None:
-        return overflow.detect_stream_overflow(head, wire_format=self.wire_format)
 
     def usage(self, body: JSON) -> int | None:
         """``usage`` of a Messages answer (input + cache read + cache creation),

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from trimgate.history import Conversation
-from trimgate.providers.overflow import Overflow
+from trimgate.providers.overflow import Overflow, detect_overflow, detect_stream_overflow
 from trimgate.trimming.pipeline import TrimPlan
 
 JSON = Any  # parsed JSON (orjson.loads): dict / list / str / int / float / bool / None
@@ -67,3 +67,15 @@ class Codec(Protocol):
     def stream_usage(self, data: str) -> int | None:
         """Prompt tokens reported by one streamed event's ``data``, if it has them."""
         ...
+
+
+class OverflowByFormat:
+    """The codecs' overflow recognition: the shared detector, told the wire format."""
+
+    wire_format: str
+
+    def detect_overflow(self, status: int, body: bytes) -> Overflow | None:
+        return detect_overflow(status, body, wire_format=self.wire_format)
+
+    def detect_stream_overflow(self, head: bytes) -> Overflow | None:
+        return detect_stream_overflow(head, wire_format=self.wire_format)

@@ -37,10 +37,8 @@ from orjson import dumps
 
 from trimgate.errors import DecodeError
 from trimgate.history import Conversation, Message, Role
-from trimgate.providers import overflow as _overflow
-from trimgate.providers.base import JSON, Decoded, DecodeOptions
+from trimgate.providers.base import JSON, Decoded, DecodeOptions, OverflowByFormat
 from trimgate.providers.common import json_bytes, rebuild, utf8_len
-from trimgate.providers.overflow import Overflow
 from trimgate.trimming.estimate import MESSAGE_FRAMING_TOKENS, bytes_tokens
 from trimgate.trimming.pipeline import TrimPlan
 
@@ -331,7 +329,7 @@ def _scan(contents: list[Any], options: DecodeOptions) -> tuple[list[Message], d
     return messages, part_ids
 
 
-class GeminiCodec:
+class GeminiCodec(OverflowByFormat):
     wire_format = "gemini"
 
     def decode(self, body: JSON, *, path: str, options: DecodeOptions) -> GeminiDecoded:
@@ -432,12 +430,6 @@ class GeminiCodec:
         out = dict(body)
         out[inner_key] = new_request
         return out
-
-    def detect_overflow(self, status: int, body: bytes) -> Overflow | None:
-        return _overflow.detect_overflow(status, body, wire_format=self.wire_format)
-
-    def detect_stream_overflow(self, head: bytes) -> Overflow | None:
-        return _overflow.detect_stream_overflow(head, wire_format=self.wire_format)
 
     def usage(self, body: JSON) -> int | None:
         if type(body) is list:  # streamGenerateContent without alt=sse: a JSON array

@@ -40,10 +40,8 @@ from trimgate.history import (
     result_message,
     text_message,
 )
-from trimgate.providers import overflow
-from trimgate.providers.base import JSON, Decoded, DecodeOptions
+from trimgate.providers.base import JSON, Decoded, DecodeOptions, OverflowByFormat
 from trimgate.providers.common import json_bytes, rebuild, utf8_len
-from trimgate.providers.overflow import Overflow
 from trimgate.trimming.estimate import MESSAGE_FRAMING_TOKENS, bytes_tokens
 from trimgate.trimming.pipeline import TrimPlan
 
@@ -136,7 +134,7 @@ def _str_bytes(value: Any) -> int:
     return 0 if value is None else json_bytes(value)
 
 
-class OpenAIChatCodec:
+class OpenAIChatCodec(OverflowByFormat):
     wire_format = "openai"
 
     # -- requests -----------------------------------------------------------------------
@@ -360,12 +358,6 @@ class OpenAIChatCodec:
         return body
 
     # -- answers ------------------------------------------------------------------------
-
-    def detect_overflow(self, status: int, body: bytes) -> Overflow | None:
-        return overflow.detect_overflow(status, body, wire_format=self.wire_format)
-
-    def detect_stream_overflow(self, head: bytes) -> Overflow | None:
-        return overflow.detect_stream_overflow(head, wire_format=self.wire_format)
 
     def usage(self, body: JSON) -> int | None:
         if not isinstance(body, dict):

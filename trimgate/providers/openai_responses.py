@@ -51,8 +51,7 @@ from trimgate.history import (
     result_message,
     text_message,
 )
-from trimgate.providers import overflow
-from trimgate.providers.base import JSON, Decoded, DecodeOptions
+from trimgate.providers.base import JSON, Decoded, DecodeOptions, OverflowByFormat
 from trimgate.providers.common import json_bytes, rebuild, utf8_len
 from trimgate.trimming.estimate import MESSAGE_FRAMING_TOKENS, bytes_tokens, message_tokens
 from trimgate.trimming.pipeline import TrimPlan
@@ -156,7 +155,7 @@ def _kind(obj: dict[str, Any], key: str = "type") -> str:
     return value if type(value) is str else ""
 
 
-class OpenAIResponsesCodec:
+class OpenAIResponsesCodec(OverflowByFormat):
     wire_format = "openai-responses"
 
     def decode(self, body: JSON, *, path: str, options: DecodeOptions) -> Decoded:
@@ -399,12 +398,6 @@ class OpenAIResponsesCodec:
             cap=_cap,
         )
         return out
-
-    def detect_overflow(self, status: int, body: bytes) -> overflow.Overflow | None:
-        return overflow.detect_overflow(status, body, wire_format=self.wire_format)
-
-    def detect_stream_overflow(self, head: bytes) -> overflow.Overflow | None:
-        return overflow.detect_stream_overflow(head, wire_format=self.wire_format)
 
     def usage(self, body: JSON) -> int | None:
         if type(body) is not dict:
