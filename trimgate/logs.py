@@ -30,7 +30,15 @@ class JsonFormatter(logging.Formatter):
             if key not in _STANDARD and not key.startswith("_"):
                 line[key] = value
         if record.exc_info and record.exc_info[0] is not None:
+            # The type and where it was raised, never the message or a traceback:
+            # an exception's message may quote request contents.
             line["exc_type"] = record.exc_info[0].__name__
+            tb = record.exc_info[2]
+            while tb is not None and tb.tb_next is not None:
+                tb = tb.tb_next
+            if tb is not None:
+                code = tb.tb_frame.f_code
+                line["exc_where"] = f"{code.co_filename.rsplit('/', 1)[-1]}:{tb.tb_lineno}"
         return orjson.dumps(line, default=str).decode()
 
 

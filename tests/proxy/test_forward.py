@@ -457,3 +457,38 @@ async def test_calibration_learns_from_streamed_usage(make_stack: MakeStack) -> 
     estimate = int(resp.headers["x-trimgate-tokens-before"])
     ratio = stack.metric("trimgate_estimate_calibration_ratio", model="gpt-4o")
     assert ratio == pytest.approx(3000 / estimate, rel=0.01)
+
+
+async def test_a_bug_in_examination_forwards_the_request_untouched(
+    make_stack: MakeStack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from trimgate.providers.registry import CODECS
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("secret user text that must not be logged")
+
+    monkeypatch.setattr(CODECS["openai"], "decode", broken)
+    stack = await make_stack()
+    body = orjson.dumps(openai_chat(8, model="small-1"))
+    resp = await stack.client.post("/v1/chat/completions", data=body)
+    assert resp.status == 200
+    assert resp.headers["x-trimgate-skipped"] == "internal-error"
+    assert stack.fake.requests[0].body == body
+
+
+def test_log_lines_never_carry_exception_messages() -> None:
+    import logging
+
+    from trimgate.logs import JsonFormatter
+
+    try:
+        raise ValueError("secret user text")
+    except ValueError:
+        record = logging.LogRecord("trimgate", logging.ERROR, "f", 1, "failed", (), None)
+        import sys
+
+        record.exc_info = sys.exc_info()
+    line = JsonFormatter().format(record)
+    assert "secret" not in line
+    parsed = orjson.loads(line)
+    assert parsed["exc_type"] == "ValueError" and parsed["exc_where"].startswith("test_forward.py:")

@@ -86,6 +86,7 @@ class Chat:
     label: str
     shadow: bool
     crumb: str
+    send_body: bytes = b""  # what goes upstream first: the original bytes unless changed
 
 
 class Proxy:
@@ -140,7 +141,20 @@ class Proxy:
         chat: Chat | None = None
         skipped: str | None = None
         if route.wire_format is not None:
-            chat, skipped = self._examine(request, route, body)
+            try:
+                chat, skipped = self._examine(request, route, body)
+                if chat is not None:
+                    chat.send_body = self._body_for(chat, body)
+            except Exception as exc:  # a bug must not break a request the provider would answer
+                log.exception(
+                    "examining the request failed; forwarding it untouched",
+                    extra={
+                        "event": "examine_error",
+                        "request_id": request_id,
+                        "error_type": type(exc).__name__,
+                    },
+                )
+                chat, skipped = None, "internal-error"
         try:
             return await self._forward(request, route, body, chat, skipped, request_id, started)
         except UpstreamError as exc:
@@ -247,7 +261,7 @@ class Proxy:
             self._overhead(route, started, timer)
             return await _relay(request, final, extra, None)
 
-        send_body = self._body_for(chat, body)
+        send_body = chat.send_body
         if send_body is not body:
             headers.popall("Content-Encoding", None)
         final, outcome = await self._with_retries(chat, send, send_body, request_id)
