@@ -492,3 +492,55 @@ def test_log_lines_never_carry_exception_messages() -> None:
     assert "secret" not in line
     parsed = orjson.loads(line)
     assert parsed["exc_type"] == "ValueError" and parsed["exc_where"].startswith("test_forward.py:")
+
+
+async def test_compressed_answers_are_relayed_as_they_are(make_stack: MakeStack) -> None:
+    packed = gzip.compress(orjson.dumps(openai_ok(10)))
+    reply = Reply(body=packed, headers={"Content-Encoding": "gzip"})
+    stack = await make_stack(FakeProvider(lambda r: reply))
+    resp = await stack.client.post(
+        "/v1/chat/completions",
+        json=openai_chat(2, size=10, model="gpt-4o"),
+        auto_decompress=False,
+    )
+    assert resp.status == 200 and resp.headers["Content-Encoding"] == "gzip"
+    assert await resp.read() == packed
+
+
+async def test_gemini_count_tokens_is_planned_like_a_call(make_stack: MakeStack) -> None:
+    stack = await make_stack(FakeProvider(lambda r: json_reply({"totalTokens": 77})))
+    resp = await stack.client.post(
+        "/v1beta/models/small-1:countTokens", json={"contents": gemini_contents(8)["contents"]}
+    )
+    assert resp.status == 200 and (await resp.json()) == {"totalTokens": 77}
+    assert resp.headers["x-trimgate-trimmed"] == "true"
+    before = int(resp.headers["x-trimgate-tokens-before"])  # the pre-trim estimate
+    assert before > int(resp.headers["x-trimgate-tokens-after"])
+    sent = stack.fake.requests[0]
+    assert sent.path == "/v1beta/models/small-1:countTokens"
+    assert CRUMB.encode() in sent.body and b"task 0:" not in sent.body
+
+
+async def test_logs_carry_no_credentials_and_no_message_contents(
+    make_stack: MakeStack, caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+
+    from trimgate.logs import JsonFormatter
+
+    caplog.set_level(logging.DEBUG)
+    fake = FakeProvider().then(openai_overflow(150_000, 128_000))
+    stack = await make_stack(fake)
+    body = openai_chat(10, model="gpt-4o")
+    body["messages"][1]["content"] = "TOP-SECRET-PROMPT " + body["messages"][1]["content"]
+    await stack.client.post(
+        "/v1/chat/completions",
+        json=body,
+        headers={"Authorization": "Bearer sk-LEAKCHECK", "x-api-key": "sk-ant-LEAKCHECK"},
+    )
+    await stack.client.post("/v1/chat/completions", data=b"{TOP-SECRET-PROMPT")
+    lines = [JsonFormatter().format(r) for r in caplog.records]
+    assert any('"event":"history_trimmed"' in ln for ln in lines)
+    assert any('"event":"request"' in ln for ln in lines)
+    text = "\n".join(lines)
+    assert "LEAKCHECK" not in text and "TOP-SECRET" not in text and "uuuu" not in text
