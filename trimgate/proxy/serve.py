@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import os
 import signal
@@ -93,6 +94,10 @@ async def run_server(
         # not on the main thread (tests), or no signal support: stop via the event
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
             loop.add_signal_handler(sig, stop.set)
+    # Everything loaded so far lives as long as the process: keep it out of the
+    # collector's generations, so collections only walk per-request garbage.
+    gc.collect()
+    gc.freeze()
     if ready is not None:
         ready.set()
     try:
