@@ -29,14 +29,15 @@ def rebuild(
     *,
     breadcrumb_item: Callable[[], Any],
     merge: Callable[[Any], Any],
-    strip: Callable[[Any, frozenset[str]], Any],
+    strip: Callable[[Any, frozenset[str], int], Any],
     cap: Callable[[Any, tuple[str | None, ...]], Any],
 ) -> list[Any]:
     """The wire array for ``plan``, built from the original ``items``.
 
     Items the plan does not touch are the original objects. ``cap`` replaces an
     item's tool-result texts (None keeps one) and returns a copy; ``strip``
-    returns a copy without the given tool-call ids; ``merge`` returns a copy of
+    returns a copy without the given tool-call ids (it is also told the item's
+    wire index, for codecs that keep per-item facts); ``merge`` returns a copy of
     a user item with the breadcrumb text in front. None of them mutates.
     """
     out: list[Any] = []
@@ -47,7 +48,7 @@ def rebuild(
             item = cap(item, texts)
         ids = plan.strip.get(message.index)
         if ids:
-            item = strip(item, ids)
+            item = strip(item, ids, message.index)
         if pos == plan.breadcrumb_at:
             if plan.placement == "merge":
                 item = merge(item)

@@ -387,29 +387,10 @@ class GeminiCodec(OverflowByFormat):
         if plan.strip and not part_ids:
             part_ids = _scan(contents, DecodeOptions(breadcrumb=breadcrumb))[1]
 
-        # ``strip`` is handed the item, not its index: find the index by the identity of
-        # the original item, or of the copy ``cap`` made of it, else by the ids asked for.
-        origin: dict[int, int] = {id(contents[i]): i for i in plan.strip}
-        by_ids: dict[frozenset[str], int] = {ids: i for i, ids in plan.strip.items()}
-
-        def cap(item: Any, texts: tuple[str | None, ...]) -> Any:
-            new = _cap(item, texts)
-            index = origin.get(id(item))
-            if index is not None:
-                origin[id(new)] = index
-            return new
-
-        def strip(item: Any, ids: frozenset[str]) -> Any:
-            index = origin.get(id(item))
-            if index is None:
-                index = by_ids.get(ids)
-            parts = item.get("parts") or ()
-            if index is not None:
-                drop = {pos for pos, pid in part_ids.get(index, ()) if pid in ids}
-            else:  # not found: the parts whose own id is asked for
-                drop = {pos for pos, part in enumerate(parts) if _own_id(part) in ids}
+        def strip(item: Any, ids: frozenset[str], index: int) -> Any:
+            drop = {pos for pos, pid in part_ids.get(index, ()) if pid in ids}
             new = dict(item)
-            new["parts"] = [p for pos, p in enumerate(parts) if pos not in drop]
+            new["parts"] = [p for pos, p in enumerate(item.get("parts") or ()) if pos not in drop]
             return new
 
         def merge(item: Any) -> Any:
@@ -421,7 +402,7 @@ class GeminiCodec(OverflowByFormat):
             return {"role": "user", "parts": [{"text": breadcrumb}]}
 
         out_contents = rebuild(
-            contents, plan, breadcrumb_item=breadcrumb_item, merge=merge, strip=strip, cap=cap
+            contents, plan, breadcrumb_item=breadcrumb_item, merge=merge, strip=strip, cap=_cap
         )
         new_request = dict(request)
         new_request["contents"] = out_contents
@@ -458,17 +439,6 @@ class GeminiCodec(OverflowByFormat):
         except orjson.JSONDecodeError:
             return None
         return self.usage(parsed)
-
-
-def _own_id(part: Any) -> str | None:
-    if type(part) is dict:
-        for key, value in part.items():
-            kind = _KINDS.get(key)
-            if kind in (_CALL, _RESPONSE) and type(value) is dict:
-                found = value.get("id")
-                if type(found) is str:
-                    return found
-    return None
 
 
 def _cap(item: Any, texts: tuple[str | None, ...]) -> Any:

@@ -352,7 +352,7 @@ class OpenAIChatCodec(OverflowByFormat):
             plan,
             breadcrumb_item=lambda: {"role": "user", "content": breadcrumb},
             merge=lambda item: _merge(item, breadcrumb),
-            strip=_strip,
+            strip=lambda item, ids, _index: _strip(item, ids),
             cap=_cap,
         )
         return body

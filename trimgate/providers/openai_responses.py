@@ -394,7 +394,7 @@ class OpenAIResponsesCodec(OverflowByFormat):
             plan,
             breadcrumb_item=crumb_item,
             merge=merge,
-            strip=_strip,
+            strip=lambda item, ids, _index: _strip(item, ids),
             cap=_cap,
         )
         return out
