@@ -159,7 +159,9 @@ def _trim(args: argparse.Namespace) -> int:
     overrides = {(m.name or m.match): m.trimming for m in config.models}
     tc = config.for_model(overrides.get(entry.name) if entry else None)
     window = entry.context_window if entry else tc.max_context_tokens
-    policy = make_policy(tc, window, decoded, budget=args.budget)
+    policy = make_policy(
+        tc, window, decoded, budget=args.budget, max_input=entry.max_input if entry else None
+    )
     result = plan(decoded.conversation, policy)
     out = codec.encode(decoded, result, breadcrumb=tc.breadcrumb.text) if result.changed else body
     sys.stdout.buffer.write(orjson.dumps(out, option=orjson.OPT_INDENT_2) + b"\n")

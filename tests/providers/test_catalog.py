@@ -16,7 +16,8 @@ from trimgate.providers.catalog import (
     normalize_model,
 )
 
-# Real model strings as clients send them -> (entry name, context window).
+# Real model strings as clients send them -> (entry name, most input tokens: the
+# context window, or the input cap where one is documented).
 REAL_MODELS: list[tuple[str, str, int]] = [
     # OpenAI, dated snapshots and gateway prefixes
     ("gpt-5", "gpt-5", 272_000),
@@ -415,7 +416,7 @@ def catalog() -> Catalog:
 def test_real_model_strings_resolve(catalog: Catalog, model: str, name: str, window: int) -> None:
     entry = catalog.lookup(model)
     assert entry is not None, model
-    assert (entry.name, entry.context_window) == (name, window)
+    assert (entry.name, entry.max_input or entry.context_window) == (name, window)
 
 
 @pytest.mark.parametrize("model", UNKNOWN_MODELS)
@@ -568,6 +569,7 @@ def test_builtin_entries_are_sane() -> None:
         assert entry.name == entry.name.strip().lower()
         assert entry.match == entry.match.lower()
         assert 1_024 <= entry.context_window <= 10_000_000
+        assert entry.max_input is None or entry.max_input < entry.context_window
         assert "/" not in entry.match  # built-ins match the normalised form only
 
 

@@ -544,3 +544,14 @@ async def test_logs_carry_no_credentials_and_no_message_contents(
     assert any('"event":"request"' in ln for ln in lines)
     text = "\n".join(lines)
     assert "LEAKCHECK" not in text and "TOP-SECRET" not in text and "uuuu" not in text
+
+
+async def test_input_cap_bounds_the_budget(make_stack: MakeStack) -> None:
+    stack = await make_stack()
+    body = openai_chat(1, size=10, model="gpt-5-mini", max_completion_tokens=128_000)
+    resp = await stack.client.post("/v1/chat/completions", json=body)
+    assert resp.headers["x-trimgate-budget"] == "272000"  # 400k - 128k, and the 272k cap
+    resp = await stack.client.post(
+        "/v1/chat/completions", json=openai_chat(1, size=10, model="gpt-5-mini")
+    )
+    assert resp.headers["x-trimgate-budget"] == "272000"  # no output limit: the cap

@@ -49,3 +49,16 @@ def test_reactive_without_counts_shrinks_to_two_thirds() -> None:
 
 def test_reactive_is_never_zero() -> None:
     assert reactive_budget(1) == 1
+
+
+def test_input_cap_below_the_window() -> None:
+    # GPT-5: 400k window, 272k input cap
+    assert effective_budget(400_000, max_input=272_000) == 272_000
+    assert (
+        effective_budget(400_000, reserve_output=True, output_limit=128_000, max_input=272_000)
+        == 272_000
+    )
+    assert (
+        effective_budget(400_000, reserve_output=True, output_limit=200_000, max_input=272_000)
+        == 200_000
+    )

@@ -36,15 +36,16 @@ Speed
     name and is unknown without being matched, so it cannot cost CPU either.
 
 Figures
-    ``context_window`` is what the model accepts as input, in tokens. Every figure
+    ``context_window`` is the model's window, in tokens. Every figure
     carries a comment naming the page it comes from. Where the serving provider's
     figure differs from other sources, the serving provider's documented figure is
     used and the comment says so. Where a provider documents a total window with a
     separate, smaller input cap (the GPT-5 family: 400,000 total, 128,000 output,
-    at most 272,000 input), the input cap is used. Open-weight models get the
-    window their model card documents without opt-in extensions such as YaRN
-    (what a default deployment serves); a deployment that serves more or less is
-    configured with a user entry.
+    at most 272,000 input), the window is the total and ``max_input`` the cap: the
+    budget is the window less the request's output limit, never above the cap.
+    Open-weight models get the window their model card documents without opt-in
+    extensions such as YaRN (what a default deployment serves); a deployment that
+    serves more or less is configured with a user entry.
 """
 
 from __future__ import annotations
@@ -76,7 +77,10 @@ class CatalogEntry:
 
     name: str  # the Prometheus `model` label value, e.g. "gpt-4o"; a small, fixed set
     match: str  # fnmatch-style glob(s), case-insensitive, several separated by "|"
-    context_window: int  # input context window in tokens
+    context_window: int  # the model's context window in tokens (input + output)
+    # A smaller cap on the input alone, where the provider documents one (GPT-5:
+    # 400,000 total, at most 272,000 input): the budget never exceeds it.
+    max_input: int | None = None
 
     def __post_init__(self) -> None:
         if not self.name.strip():
@@ -124,8 +128,8 @@ def normalize_model(model: str) -> str:
     return name
 
 
-def _e(name: str, match: str, context_window: int) -> CatalogEntry:
-    return CatalogEntry(name=name, match=match, context_window=context_window)
+def _e(name: str, match: str, context_window: int, max_input: int | None = None) -> CatalogEntry:
+    return CatalogEntry(name=name, match=match, context_window=context_window, max_input=max_input)
 
 
 # Ordered: within a family the more specific globs come first, and the first match wins.
@@ -140,37 +144,37 @@ BUILTIN_CATALOG: tuple[CatalogEntry, ...] = (
     _e("gpt-5.3-codex-spark", "gpt-5*-spark*", 128_000),
     # GPT-5.6 Sol/Terra/Luna: 1,050,000 total, 128,000 output -> 922,000 input.
     # https://developers.openai.com/api/docs/models/gpt-5.6-sol
-    _e("gpt-5.6", "gpt-5.6*", 922_000),
+    _e("gpt-5.6", "gpt-5.6*", 1_050_000, max_input=922_000),
     # gpt-5.5 / gpt-5.5-pro: 1,050,000 total, 128,000 output -> 922,000 input ("922K input").
     # https://developers.openai.com/api/docs/models/gpt-5.5 (one gateway lists 272K output)
-    _e("gpt-5.5", "gpt-5.5*", 922_000),
+    _e("gpt-5.5", "gpt-5.5*", 1_050_000, max_input=922_000),
     # gpt-5.4-mini / -nano: 400,000 total, 128,000 output -> 272,000 input.
     # https://developers.openai.com/api/docs/models/gpt-5.4-mini
-    _e("gpt-5.4-mini", "gpt-5.4-mini*", 272_000),
+    _e("gpt-5.4-mini", "gpt-5.4-mini*", 400_000, max_input=272_000),
     # https://developers.openai.com/api/docs/models/gpt-5.4-nano
-    _e("gpt-5.4-nano", "gpt-5.4-nano*", 272_000),
+    _e("gpt-5.4-nano", "gpt-5.4-nano*", 400_000, max_input=272_000),
     # gpt-5.4 / gpt-5.4-pro: 1,050,000 total, 128,000 output -> 922,000 input.
     # https://developers.openai.com/api/docs/models/gpt-5.4
-    _e("gpt-5.4", "gpt-5.4*", 922_000),
+    _e("gpt-5.4", "gpt-5.4*", 1_050_000, max_input=922_000),
     # gpt-5.3-codex: 400,000 total, 128,000 output -> 272,000 input.
     # https://developers.openai.com/api/docs/models/gpt-5.3-codex
-    _e("gpt-5.3", "gpt-5.3*", 272_000),
+    _e("gpt-5.3", "gpt-5.3*", 400_000, max_input=272_000),
     # gpt-5.2, -pro, -codex: 400,000 total, 128,000 output -> 272,000 input.
     # https://developers.openai.com/api/docs/models/gpt-5.2
-    _e("gpt-5.2", "gpt-5.2*", 272_000),
+    _e("gpt-5.2", "gpt-5.2*", 400_000, max_input=272_000),
     # gpt-5.1, -codex, -codex-mini, -codex-max: 400,000 total, 128,000 output -> 272,000.
     # https://developers.openai.com/api/docs/models/gpt-5.1
-    _e("gpt-5.1", "gpt-5.1*", 272_000),
+    _e("gpt-5.1", "gpt-5.1*", 400_000, max_input=272_000),
     # gpt-5-mini: 400,000 total, 128,000 output -> 272,000 input.
     # https://developers.openai.com/api/docs/models/gpt-5-mini
-    _e("gpt-5-mini", "gpt-5-mini*", 272_000),
+    _e("gpt-5-mini", "gpt-5-mini*", 400_000, max_input=272_000),
     # https://developers.openai.com/api/docs/models/gpt-5-nano
-    _e("gpt-5-nano", "gpt-5-nano*", 272_000),
+    _e("gpt-5-nano", "gpt-5-nano*", 400_000, max_input=272_000),
     # gpt-5, gpt-5-codex, gpt-5-pro: "400,000 context window, 128,000 max output"; the API
     # caps input at 272,000 ("Input tokens exceed the configured limit of 272,000 tokens").
     # https://developers.openai.com/api/docs/models/gpt-5 and
     # https://openai.com/index/introducing-gpt-5-for-developers/
-    _e("gpt-5", "gpt-5|gpt-5-*|gpt-5.*", 272_000),
+    _e("gpt-5", "gpt-5|gpt-5-*|gpt-5.*", 400_000, max_input=272_000),
     # ------------------------------------------------------------ OpenAI: GPT-4.x, GPT-3.5
     # GPT-4.1 family: 1,047,576. https://developers.openai.com/api/docs/models/gpt-4.1-mini
     _e("gpt-4.1-mini", "gpt-4.1-mini*", 1_047_576),

@@ -220,6 +220,7 @@ class Proxy:
             decoded,
             request_budget=_int_header(request.headers.get("x-trimgate-budget")),
             ratio=ratio,
+            max_input=entry.max_input if entry else None,
         )
         crumb = tc.breadcrumb.text
         trim_plan = plan(decoded.conversation, policy)
@@ -413,6 +414,7 @@ def make_policy(
     request_budget: int | None = None,
     budget: int | None = None,
     ratio: float = 1.0,
+    max_input: int | None = None,
 ) -> Policy:
     """The trimming policy of one request (``budget`` overrides the computed one)."""
     if budget is None:
@@ -423,6 +425,7 @@ def make_policy(
             request_budget=request_budget,
             reserve_output=tc.reserve_output_tokens,
             output_limit=decoded.output_limit,
+            max_input=max_input,
         )
     placement = tc.breadcrumb.placement
     return Policy(

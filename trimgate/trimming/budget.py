@@ -18,10 +18,12 @@ def effective_budget(
     request_budget: int | None = None,
     reserve_output: bool = False,
     output_limit: int | None = None,
+    max_input: int | None = None,
 ) -> int:
     """The budget of SPEC §3 and §6.1.
 
-    ``request_budget`` (the ``x-trimgate-budget`` header) may only lower it. The
+    ``request_budget`` (the ``x-trimgate-budget`` header) may only lower it, and so
+    does a model's ``max_input`` (an input cap below its window). The
     output reservation never turns trimming off: a request that reserves more
     than its window keeps only its newest turn (budget 1) rather than budget 0.
     """
@@ -32,6 +34,8 @@ def effective_budget(
         budget = min(budget, request_budget) if budget else request_budget
     if budget and reserve_output and output_limit and output_limit > 0:
         budget = max(1, budget - output_limit)
+    if budget and max_input:  # the model's own cap on input, below its window
+        budget = min(budget, max_input)
     return budget
 
 
