@@ -27,6 +27,7 @@ class Recorded:
     query: str
     headers: CIMultiDict[str]
     body: bytes
+    raw_path: str = ""
 
     def json(self) -> Any:
         return orjson.loads(self.body)
@@ -147,6 +148,7 @@ class FakeProvider:
             request.query_string,
             CIMultiDict(request.headers),
             await request.read(),
+            request.raw_path,
         )
         self.requests.append(rec)
         reply = self.script.popleft() if self.script else self.responder(rec)

@@ -545,6 +545,27 @@ def _events(head: bytes) -> list[tuple[str, bytes | None]]:
     return events
 
 
+def stream_head_decided(head: bytes) -> bool:
+    """Whether ``head`` holds a complete event that is not a lifecycle event or a
+    comment: the event that tells an overflow from a normal stream."""
+    if b"\r" in head:
+        head = head.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+    complete, sep, _ = head.rpartition(b"\n\n")
+    if not sep:
+        return False
+    for name, data in _events(complete + b"\n\n"):
+        kind = name
+        if data and not kind:
+            try:
+                parsed = orjson.loads(data)
+            except orjson.JSONDecodeError:
+                return True
+            kind = parsed.get("type", "") if isinstance(parsed, dict) else ""
+        if kind not in _LIFECYCLE_TYPES:
+            return True
+    return len(_events(complete)) >= _MAX_EVENTS
+
+
 def detect_stream_overflow(data: bytes, *, wire_format: str) -> Overflow | None:
     """The overflow an error event at the start of a 200 SSE stream states.
 

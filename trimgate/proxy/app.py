@@ -127,7 +127,7 @@ def _admin_routes(
         expected = f"Bearer {token}".encode()
 
         async def check(request: web.Request) -> web.StreamResponse:
-            given = request.headers.get("Authorization", "").encode()
+            given = request.headers.get("Authorization", "").encode("utf-8", "surrogateescape")
             if not hmac.compare_digest(given, expected):
                 return web.json_response(
                     {"error": "admin endpoints need Authorization: Bearer <admin_token>"},

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import re
 import secrets
 import time
 import zlib
@@ -23,12 +24,13 @@ import orjson
 from aiohttp import web
 from multidict import CIMultiDict
 from tenacity import AsyncRetrying, retry_if_result, stop_after_attempt, wait_none
+from yarl import URL
 
 from trimgate.config import Config, TrimmingConfig
 from trimgate.errors import DecodeError, UpstreamError
 from trimgate.providers.base import Codec, Decoded, DecodeOptions
 from trimgate.providers.catalog import Catalog, CatalogEntry
-from trimgate.providers.overflow import Overflow
+from trimgate.providers.overflow import Overflow, stream_head_decided
 from trimgate.providers.registry import CODECS
 from trimgate.proxy import upstream as up
 from trimgate.proxy.events import EventHub
@@ -122,10 +124,13 @@ class Proxy:
     async def handle(self, request: web.Request) -> web.StreamResponse:
         started = time.perf_counter()
         request_id = secrets.token_hex(8)
-        if request.method == "CONNECT" or not request.raw_path.startswith("/"):
+        raw_path = request.raw_path.partition("?")[0]
+        if request.method == "CONNECT" or not raw_path.startswith("/"):
             return _refuse(request_id)
+        if _unsafe_path(raw_path, request.path):
+            return _refuse(request_id, "dot segments and empty segments are not forwarded")
         try:
-            route = self.router.route(request.method, request.path)
+            route = self.router.route(request.method, raw_path)
         except NoUpstream as exc:
             return error_response(
                 exc.provider, 404, f"no upstream configured for {exc.provider}", request_id
@@ -246,14 +251,21 @@ class Proxy:
         request_id: str,
         started: float,
     ) -> web.StreamResponse:
-        url = route.url(request.query_string)
+        url = URL(route.url(request.raw_path.partition("?")[2]), encoded=True)
         headers = up.request_headers(request.headers)
         timer = _UpstreamTimer()
         extra = {"x-trimgate-request-id": request_id}
         if skipped:
             extra["x-trimgate-skipped"] = skipped
         send = functools.partial(
-            self._send, request.method, url, headers, route, timer, chat.codec if chat else None
+            self._send,
+            request.method,
+            url,
+            headers,
+            body,
+            route,
+            timer,
+            chat.codec if chat else None,
         )
 
         if chat is None:  # pass-through: byte for byte
@@ -263,8 +275,10 @@ class Proxy:
             return await _relay(request, final, extra, None)
 
         send_body = chat.send_body
-        if send_body is not body:
-            headers.popall("Content-Encoding", None)
+        if _unreadable_encodings(headers.get("Accept-Encoding", "")):
+            # trimgate must read error bodies (overflow) and usage: ask only for
+            # encodings it can inflate; the answer is still relayed compressed
+            headers["Accept-Encoding"] = "gzip, deflate"
         final, outcome = await self._with_retries(chat, send, send_body, request_id)
         outcome.attribution = attribution(request.headers)
         extra.update(response_headers(outcome))
@@ -281,14 +295,20 @@ class Proxy:
     async def _send(
         self,
         method: str,
-        url: str,
+        url: URL,
         headers: CIMultiDict[str],
+        original: bytes,
         route: Route,
         timer: _UpstreamTimer,
         codec: Codec | None,
         payload: bytes,
     ) -> Attempt:
         """One upstream attempt: send, and on chat paths read enough to tell an overflow."""
+        if payload is not original and "Content-Encoding" in headers:
+            # a body trimgate encoded (first attempt or retry) is never under the
+            # client's content encoding
+            headers = headers.copy()
+            headers.popall("Content-Encoding")
         t = time.perf_counter()
         resp = await up.send(self._session(), method, url, headers, payload)
         self.metrics.for_upstream(route.name)[1].observe(time.perf_counter() - t)
@@ -370,17 +390,24 @@ class Proxy:
         """Plan again from the last overflow, dropping at least one more turn, and resend."""
         last = state.last
         assert last is not None and last.overflow is not None
-        last.resp.close()
         previous = state.plan
         self._learn(chat, last.overflow.real, previous.report)
         target = reactive_budget(
             previous.report.tokens_after, last.overflow.real, last.overflow.maximum
         )
         policy = replace(chat.policy, budget=target, max_turns=previous.report.kept_turns - 1)
-        state.plan = plan(chat.decoded.conversation, policy)
-        state.body = orjson.dumps(
-            chat.codec.encode(chat.decoded, state.plan, breadcrumb=chat.crumb)
-        )
+        try:
+            new_plan = plan(chat.decoded.conversation, policy)
+            body = orjson.dumps(chat.codec.encode(chat.decoded, new_plan, breadcrumb=chat.crumb))
+        except Exception as exc:  # a bug: the provider's own answer goes back, not a 500
+            log.exception(
+                "planning a retry failed",
+                extra={"event": "retry_error", "error": type(exc).__name__},
+            )
+            last.retry = False
+            return last
+        last.resp.close()
+        state.plan, state.body = new_plan, body
         state.retries += 1
         return await self._attempt(chat, state, attempt)
 
@@ -494,7 +521,7 @@ async def _sniff_overflow(
     if encoding or resp.status != 200:
         return b"", None
     if "text/event-stream" in ctype:
-        head = await up.read_until(resp, b"\n\n", FIRST_EVENT_LIMIT)
+        head = await up.read_until(resp, stream_head_decided, FIRST_EVENT_LIMIT)
         return head, codec.detect_stream_overflow(head)
     if "json" in ctype:
         head, complete = await up.read_head(resp, 0)  # the first chunk
@@ -510,31 +537,48 @@ async def _sniff_overflow(
 
 
 class _UsageSniffer:
-    """Reads the prompt-token usage from a relayed answer without holding it up."""
+    """Reads the prompt-token usage from a relayed answer without holding it up.
 
-    __slots__ = ("_buf", "_codec", "_sse", "_tokens", "_too_big")
+    gzip / deflate answers are inflated on the side (the client still gets the
+    compressed bytes); other encodings teach nothing.
+    """
+
+    __slots__ = ("_buf", "_codec", "_inflate", "_sse", "_tokens")
 
     def __init__(self, chat: Chat, resp: aiohttp.ClientResponse) -> None:
         self._codec = chat.codec
         ctype = resp.headers.get("Content-Type", "").lower()
-        compressed = bool(resp.headers.get("Content-Encoding"))
-        self._sse = SSEDecoder() if "text/event-stream" in ctype and not compressed else None
+        encoding = resp.headers.get("Content-Encoding", "").lower().strip()
+        self._inflate: Any = None
+        readable = not encoding
+        if encoding in ("gzip", "x-gzip", "deflate"):
+            wbits = zlib.MAX_WBITS | (16 if "gzip" in encoding else 0)
+            self._inflate = zlib.decompressobj(wbits)
+            readable = True
+        sse = readable and "text/event-stream" in ctype
+        self._sse = SSEDecoder() if sse else None
         self._buf: bytearray | None = (
-            bytearray() if self._sse is None and "json" in ctype and not compressed else None
+            bytearray() if readable and not sse and "json" in ctype else None
         )
         self._tokens: int | None = None
-        self._too_big = False
 
     def feed(self, chunk: bytes) -> None:
+        if self._sse is None and self._buf is None:
+            return
+        if self._inflate is not None:
+            try:
+                chunk = self._inflate.decompress(chunk, USAGE_JSON_LIMIT)
+            except zlib.error:
+                self._sse = self._buf = None
+                return
         if self._sse is not None:
             for event in self._sse.decode(chunk):
                 tokens = self._codec.stream_usage(event.data)
                 if tokens is not None:
                     self._tokens = tokens
-        elif self._buf is not None and not self._too_big:
+        elif self._buf is not None:
             if len(self._buf) + len(chunk) > USAGE_JSON_LIMIT:
-                self._too_big = True
-                self._buf = None
+                self._buf = None  # too big to parse for a count: teaches nothing
             else:
                 self._buf += chunk
 
@@ -584,9 +628,27 @@ async def _relay(
         resp.release()
 
 
-def _refuse(request_id: str) -> web.Response:
+def _unreadable_encodings(accept: str) -> bool:
+    lowered = accept.lower()
+    return "br" in lowered or "zstd" in lowered or "compress" in lowered
+
+
+_DOT_SEGMENT = re.compile(r"(?:^|/)(?:\.|%2e){1,2}(?:/|$)", re.IGNORECASE)
+
+
+def _unsafe_path(raw: str, decoded: str) -> bool:
+    """A path that could climb out of an upstream's base path once decoded."""
+    return (
+        "//" in raw
+        or _DOT_SEGMENT.search(raw) is not None
+        or _DOT_SEGMENT.search(decoded) is not None
+        or "\\" in decoded
+    )
+
+
+def _refuse(request_id: str, why: str = "trimgate is not an open proxy") -> web.Response:
     return web.json_response(
-        {"error": {"message": "trimgate is not an open proxy", "type": "invalid_request_error"}},
+        {"error": {"message": why, "type": "invalid_request_error"}},
         status=400,
         headers={"x-trimgate-request-id": request_id},
     )

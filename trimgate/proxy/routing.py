@@ -20,19 +20,22 @@ _GEMINI_METHOD = re.compile(
     r"^/v1(?:beta|alpha)?\d*/(?:models|tunedModels)/[^/:]+:"
     r"(generateContent|streamGenerateContent|countTokens)$"
 )
-_GEMINI_ANY = re.compile(r"^/v1(?:beta|alpha)\d*/|^/v1/(?:models|tunedModels)/[^/:]+:")
+_GEMINI_ANY = re.compile(
+    r"^/(?:upload/)?v1(?:beta|alpha)\d*/|^/upload/v1/|^/v1/(?:models|tunedModels)/[^/:]+:"
+)
 
 
 @dataclass(frozen=True, slots=True)
 class Route:
     name: str  # the upstream's config name: the `upstream` metric label
     upstream: UpstreamConfig
-    path: str  # the path forwarded, prefix stripped
+    path: str  # the raw (still percent-encoded) path forwarded, prefix stripped
     wire_format: str | None  # set on chat endpoints that trimgate examines
     count_tokens: bool = False
 
-    def url(self, query: str) -> str:
-        return self.upstream.base_url + self.path + (f"?{query}" if query else "")
+    def url(self, raw_query: str) -> str:
+        """The upstream URL, still percent-encoded as the client sent it."""
+        return self.upstream.base_url + self.path + (f"?{raw_query}" if raw_query else "")
 
 
 class NoUpstream(Exception):

@@ -182,7 +182,7 @@ def event_payload(o: Outcome) -> dict[str, object]:
         "reason": o.reason,
         "provider": o.provider,
         "upstream": o.upstream,
-        "model": o.model,
+        "model": o.model[:MAX_ATTRIBUTION_LEN] if o.model else o.model,
         "request_id": o.request_id,
         "timestamp": datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
         "shadow": o.shadow,

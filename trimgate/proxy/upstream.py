@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import aiohttp
 from multidict import CIMultiDict, CIMultiDictProxy
+from yarl import URL
 
 from trimgate.config import ServerConfig
 from trimgate.errors import UpstreamConnectError, UpstreamTimeout
@@ -90,7 +91,7 @@ def make_session(server: ServerConfig) -> aiohttp.ClientSession:
 async def send(
     session: aiohttp.ClientSession,
     method: str,
-    url: str,
+    url: URL,
     headers: CIMultiDict[str],
     body: bytes,
 ) -> aiohttp.ClientResponse:
@@ -130,8 +131,10 @@ async def read_head(resp: aiohttp.ClientResponse, limit: int) -> tuple[bytes, bo
     return b"".join(chunks), False
 
 
-async def read_until(resp: aiohttp.ClientResponse, marker: bytes, limit: int) -> bytes:
-    """Body bytes up to the first ``marker`` (e.g. the end of the first SSE event)."""
+async def read_until(
+    resp: aiohttp.ClientResponse, done: Callable[[bytes], bool], limit: int
+) -> bytes:
+    """Body bytes until ``done(buffer)`` says enough (e.g. a decisive first SSE event)."""
     buf = bytearray()
     try:
         while len(buf) <= limit:
@@ -139,7 +142,7 @@ async def read_until(resp: aiohttp.ClientResponse, marker: bytes, limit: int) ->
             if not chunk:
                 break
             buf += chunk
-            if marker in buf or b"\r\n\r\n" in buf:
+            if done(bytes(buf)):
                 break
     except TimeoutError as exc:
         raise UpstreamTimeout("upstream timed out") from exc

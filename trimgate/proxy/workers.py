@@ -40,6 +40,7 @@ from trimgate.proxy.events import BUFFER_SIZE
 log = logging.getLogger("trimgate")
 
 MAX_RESTARTS = 5
+LINE_LIMIT = 1 << 20  # an event is a few hundred bytes; its fields are bounded
 WRITE_BUFFER_LIMIT = 1 << 20  # a worker that stops reading is disconnected, not waited for
 
 
@@ -69,8 +70,8 @@ class EventRelay:
                         self._writers.discard(w)
                         continue
                     w.write(event)
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass
+        except (ConnectionError, asyncio.IncompleteReadError, ValueError):
+            pass  # ValueError: a line over LINE_LIMIT; the worker reconnects
         finally:
             self._writers.discard(writer)
             writer.close()
@@ -90,7 +91,7 @@ def run_supervisor(config: Config, workers: int) -> None:
 
 async def _supervise(config: Config, workers: int, socket_path: str) -> None:
     relay = EventRelay()
-    server = await asyncio.start_unix_server(relay.handle, path=socket_path)
+    server = await asyncio.start_unix_server(relay.handle, path=socket_path, limit=LINE_LIMIT)
     ctx = multiprocessing.get_context("spawn")
     data = config.model_dump(mode="json")
     stop = asyncio.Event()
@@ -170,10 +171,27 @@ class WorkerLink:
         self.path = path
         self._writer: asyncio.StreamWriter | None = None
         self._task: asyncio.Task[None] | None = None
+        self._deliver: Any = None
+        self._last_id = 0
 
     async def start(self, deliver: Any) -> None:
-        reader, self._writer = await asyncio.open_unix_connection(self.path)
-        self._task = asyncio.create_task(self._read(reader, deliver))
+        self._deliver = deliver
+        reader, self._writer = await asyncio.open_unix_connection(self.path, limit=LINE_LIMIT)
+        self._task = asyncio.create_task(self._run(reader))
+
+    async def _run(self, reader: asyncio.StreamReader) -> None:
+        """Stay connected to the relay; reconnect (bounded pace) when the link drops."""
+        while True:
+            await self._read(reader, self._deliver)
+            while True:
+                await asyncio.sleep(0.5)
+                try:
+                    reader, self._writer = await asyncio.open_unix_connection(
+                        self.path, limit=LINE_LIMIT
+                    )
+                    break
+                except OSError:
+                    continue
 
     def send(self, payload: dict[str, Any]) -> bool:
         w = self._writer
@@ -183,10 +201,13 @@ class WorkerLink:
         return True
 
     async def _read(self, reader: asyncio.StreamReader, deliver: Any) -> None:
-        with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError):
+        with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError, ValueError):
             while line := await reader.readline():
                 message = orjson.loads(line)
-                deliver(int(message["id"]), message["payload"])
+                event_id = int(message["id"])
+                if event_id > self._last_id:  # a reconnect replays the recent ones
+                    self._last_id = event_id
+                    deliver(event_id, message["payload"])
         self._writer = None
 
     async def close(self) -> None:

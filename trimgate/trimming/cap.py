@@ -4,9 +4,9 @@ Message cap (``max_history_messages``, SPEC §3 and §6.7): at most ``limit``
 non-system messages are forwarded, the anchor (first real user message)
 included. System messages are always kept. The middle goes: the anchor and
 the newest tail stay. Tool results left at the head of the tail lose their
-calls, so they go too. The cap never empties a conversation: when nothing
-would be left, the newest real user message (or, failing that, the newest
-message) stays.
+calls, so they go too. When nothing of the tail
+would be left, the newest real user message stands in for its turn, so the
+cap never empties a conversation nor forwards only the anchor.
 
 Tool-result capping (``max_tool_result_chars``): a longer result keeps its
 head (2/3) and tail (1/3) around a marker naming how many characters were cut.
@@ -46,13 +46,12 @@ def cap_messages(messages: Sequence[Message], limit: int) -> CapResult:
     while tail and messages[tail[0]].carries_results and not messages[tail[0]].turn_start:
         tail.pop(0)
 
+    if not tail:
+        # Everything recent was tool results that lost their calls: the newest real
+        # user message stands in for its turn (else the model would answer the anchor).
+        newest = next((i for i in reversed(body) if messages[i].turn_start), body[-1])
+        tail = [newest]
     keep = set(head) | set(tail)
-    if not keep:
-        fallback = next(
-            (i for i in reversed(body) if messages[i].turn_start),
-            body[-1],
-        )
-        keep = {fallback}
     kept = tuple(m for i, m in enumerate(messages) if m.role is Role.SYSTEM or i in keep)
     return CapResult(kept, len(body) - len(keep))
 

@@ -1,0 +1,148 @@
+"""Regressions found in review: each test names the failure it guards against."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+
+import orjson
+
+from tests.builders import conv, msg
+from tests.fakes import FakeProvider, Reply, json_reply, openai_ok, openai_overflow, sse_data
+from tests.proxy.bodies import openai_chat, responses_input
+from tests.proxy.conftest import MakeStack
+from trimgate.history import Role
+from trimgate.trimming.cap import cap_messages
+
+
+async def test_a_retried_gzip_request_is_sent_uncompressed_without_the_gzip_label(
+    make_stack: MakeStack,
+) -> None:
+    fake = FakeProvider().then(openai_overflow(150_000, 128_000))
+    stack = await make_stack(fake)
+    packed = gzip.compress(orjson.dumps(openai_chat(10, model="gpt-4o")))
+    resp = await stack.client.post(
+        "/v1/chat/completions", data=packed, headers={"Content-Encoding": "gzip"}
+    )
+    assert resp.status == 200 and resp.headers["x-trimgate-retries"] == "1"
+    first, second = fake.requests
+    assert first.body == packed and first.headers["Content-Encoding"] == "gzip"
+    assert "Content-Encoding" not in second.headers
+    assert orjson.loads(second.body)["messages"]
+
+
+async def raw_get(port: int, target: bytes) -> bytes:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(b"GET " + target + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    await writer.drain()
+    try:
+        return await asyncio.wait_for(reader.read(65536), 5)
+    finally:
+        writer.close()
+
+
+async def test_paths_cannot_climb_out_of_the_base_path(make_stack: MakeStack) -> None:
+    stack = await make_stack()
+    port = stack.server.port
+    assert port is not None
+    for target in (
+        b"/v1/%2e%2e/%2e%2e/x",
+        b"/v1/../x",
+        b"/v1/./x",
+        b"//v1/models",
+        b"/groq/..%2F..%2Fsecret",
+    ):
+        answer = await raw_get(port, target)
+        assert answer.startswith(b"HTTP/1.1 400"), target
+    assert stack.fake.requests == []
+
+
+async def test_encoded_paths_and_queries_pass_through_as_sent(make_stack: MakeStack) -> None:
+    stack = await make_stack()
+    port = stack.server.port
+    assert port is not None
+    await raw_get(port, b"/v1/models/meta-llama%2FLlama-3?a=%23&b=%2520")
+    (rec,) = stack.fake.requests
+    assert rec.path == "/v1/models/meta-llama/Llama-3"  # the fake decodes; sent encoded:
+    assert rec.raw_path == "/v1/models/meta-llama%2FLlama-3?a=%23&b=%2520"
+
+
+def test_the_message_cap_never_leaves_only_the_anchor() -> None:
+    ids = ("c0", "c1", "c2")
+    calls = msg("acalls", Role.ASSISTANT, calls=ids, other_content=False)
+    results = [
+        msg("t r", Role.TOOL, results=(c,), anonymous_results=False, other_content=False)
+        for c in ids
+    ]
+    c = conv("sys", "u first question", "a1", "u NEWEST", [calls, *results])
+    kept = cap_messages(c.messages, 4).kept
+    assert [m.index for m in kept] == [0, 1, 3]  # system, anchor, the newest question
+
+
+async def test_a_responses_overflow_after_lifecycle_events_is_recognised(
+    make_stack: MakeStack,
+) -> None:
+    failed = sse_data(
+        {"type": "response.created", "response": {"id": "r", "status": "in_progress"}},
+        {"type": "response.in_progress", "response": {"id": "r", "status": "in_progress"}},
+        {
+            "type": "response.failed",
+            "response": {
+                "id": "r",
+                "status": "failed",
+                "error": {
+                    "code": "context_length_exceeded",
+                    "message": "Your input exceeds the context window of this model. "
+                    "Please adjust your input and try again.",
+                },
+            },
+        },
+    )
+    ok = sse_data({"type": "response.completed", "response": {"usage": {"input_tokens": 9}}})
+    fake = FakeProvider().then(Reply(events=failed, event_delay=0.05), Reply(events=ok))
+    stack = await make_stack(fake)
+    body = {**responses_input(8, model="gpt-4o"), "stream": True}
+    resp = await stack.client.post("/v1/responses", json=body)
+    text = await resp.text()
+    assert resp.headers["x-trimgate-retries"] == "1" and len(fake.requests) == 2
+    assert "response.completed" in text and "response.failed" not in text
+
+
+async def test_event_model_is_bounded(make_stack: MakeStack) -> None:
+    stack = await make_stack()
+    await stack.client.post(
+        "/v1/chat/completions",
+        json=openai_chat(8, model="x" * 70_000),
+        headers={"x-trimgate-budget": "1000"},
+    )
+    (event,) = stack.events()
+    assert len(event["model"]) <= 200
+
+
+async def test_unreadable_encodings_are_not_requested_on_chat_paths(make_stack: MakeStack) -> None:
+    packed = gzip.compress(orjson.dumps(openai_ok(1600)))
+    stack = await make_stack(
+        FakeProvider(lambda r: Reply(body=packed, headers={"Content-Encoding": "gzip"}))
+    )
+    resp = await stack.client.post(
+        "/v1/chat/completions",
+        json=openai_chat(6, model="gpt-4o"),
+        headers={"Accept-Encoding": "gzip, deflate, br, zstd"},
+        auto_decompress=False,
+    )
+    assert await resp.read() == packed  # relayed compressed, as sent
+    assert stack.fake.requests[0].headers["Accept-Encoding"] == "gzip, deflate"
+    # ... and the gzip answer's usage was read for calibration
+    assert stack.metric("trimgate_estimate_calibration_ratio", model="gpt-4o") > 1.0
+    await stack.client.get("/v1/models", headers={"Accept-Encoding": "br"})
+    assert stack.fake.requests[1].headers["Accept-Encoding"] == "br"  # pass-through untouched
+
+
+async def test_gemini_uploads_go_to_the_gemini_upstream(make_stack: MakeStack) -> None:
+    fake = FakeProvider(lambda r: json_reply({"file": {}}))
+    stack = await make_stack(
+        fake,
+        upstreams={"gemini": {"provider": "gemini", "base_url": "http://127.0.0.1:9"}},
+    )
+    resp = await stack.client.post("/upload/v1beta/files", data=b"x")
+    assert resp.status == 502 and fake.requests == []  # routed to gemini (unreachable here)
