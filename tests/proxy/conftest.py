@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -42,6 +43,17 @@ class Stack:
 
 
 MakeStack = Callable[..., Awaitable[Stack]]
+
+
+async def raw_request(port: int, request: bytes) -> bytes:
+    """Send raw bytes to a loopback port and read the answer (bounded in time)."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(request)
+    await writer.drain()
+    try:
+        return await asyncio.wait_for(reader.read(65536), 5)
+    finally:
+        writer.close()
 
 
 def config_for(fake_url: str, **sections: Any) -> Config:

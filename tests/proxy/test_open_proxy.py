@@ -2,19 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
-
-from tests.proxy.conftest import MakeStack
-
-
-async def raw_request(port: int, request: bytes) -> bytes:
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(request)
-    await writer.drain()
-    try:
-        return await asyncio.wait_for(reader.read(65536), 5)
-    finally:
-        writer.close()
+from tests.proxy.conftest import MakeStack, raw_request
 
 
 async def test_absolute_form_target_is_refused(make_stack: MakeStack) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import gzip
 
 import orjson
@@ -10,7 +9,7 @@ import orjson
 from tests.builders import conv, msg
 from tests.fakes import FakeProvider, Reply, json_reply, openai_ok, openai_overflow, sse_data
 from tests.proxy.bodies import openai_chat, responses_input
-from tests.proxy.conftest import MakeStack
+from tests.proxy.conftest import MakeStack, raw_request
 from trimgate.history import Role
 from trimgate.trimming.cap import cap_messages
 
@@ -32,13 +31,9 @@ async def test_a_retried_gzip_request_is_sent_uncompressed_without_the_gzip_labe
 
 
 async def raw_get(port: int, target: bytes) -> bytes:
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(b"GET " + target + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-    await writer.drain()
-    try:
-        return await asyncio.wait_for(reader.read(65536), 5)
-    finally:
-        writer.close()
+    return await raw_request(
+        port, b"GET " + target + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
 
 
 async def test_paths_cannot_climb_out_of_the_base_path(make_stack: MakeStack) -> None:
