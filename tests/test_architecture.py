@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+
+import pytest
 
 PURE = ["trimgate.history", "trimgate.trimming", "trimgate.providers", "trimgate.sse"]
 FORBIDDEN = ["aiohttp", "asyncio", "tenacity", "prometheus_client", "logging"]
@@ -33,3 +36,12 @@ def test_trimming_knows_only_history() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     )
     assert out.stdout.strip() == "[]"
+
+
+def test_the_core_runs_compiled_unless_asked_for_pure_python() -> None:
+    """setup.py compiles the core with mypyc; CI must test what users run."""
+    import trimgate
+
+    if os.environ.get("TRIMGATE_PURE", "") not in ("", "0"):
+        pytest.skip("TRIMGATE_PURE is set: the pure-Python core is under test")
+    assert trimgate.compiled(), "the core is not compiled: see setup.py, or set TRIMGATE_PURE=1"

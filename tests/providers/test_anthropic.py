@@ -332,7 +332,7 @@ def test_decode_error(body: Any, reason: str) -> None:
 
 def test_codec_identity() -> None:
     assert isinstance(CODEC, AnthropicCodec)
-    assert CODEC.wire_format == "anthropic" == AnthropicCodec.wire_format
+    assert CODEC.wire_format == "anthropic" == AnthropicCodec().wire_format
 
 
 # -- preemptive trim ---------------------------------------------------------------

@@ -626,7 +626,7 @@ def test_usage_from_stream_events() -> None:
 
 
 def test_codec_identity() -> None:
-    assert OpenAIResponsesCodec.wire_format == "openai-responses"
+    assert OpenAIResponsesCodec().wire_format == "openai-responses"
     assert isinstance(CODEC, OpenAIResponsesCodec)
 
 

@@ -464,10 +464,19 @@ async def test_a_bug_in_examination_forwards_the_request_untouched(
 ) -> None:
     from trimgate.providers.registry import CODECS
 
-    def broken(*args: object, **kwargs: object) -> None:
-        raise RuntimeError("secret user text that must not be logged")
+    class Broken:
+        """The real codec with a decode that raises (codecs are compiled: no patching)."""
 
-    monkeypatch.setattr(CODECS["openai"], "decode", broken)
+        def __init__(self, real: object) -> None:
+            self._real = real
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self._real, name)
+
+        def decode(self, *args: object, **kwargs: object) -> None:
+            raise RuntimeError("secret user text that must not be logged")
+
+    monkeypatch.setitem(CODECS, "openai", Broken(CODECS["openai"]))
     stack = await make_stack()
     body = orjson.dumps(openai_chat(8, model="small-1"))
     resp = await stack.client.post("/v1/chat/completions", data=body)

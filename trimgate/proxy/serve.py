@@ -13,6 +13,7 @@ from collections.abc import Callable
 from aiohttp import web
 from prometheus_client import CollectorRegistry, generate_latest
 
+import trimgate
 from trimgate.config import Config
 from trimgate.proxy.app import Shared, create_admin_app, create_app
 from trimgate.proxy.metrics import Metrics
@@ -86,6 +87,7 @@ async def run_server(
             "port": config.server.port,
             "admin_port": config.server.admin_port,
             "upstreams": sorted(config.upstreams),
+            "compiled_core": trimgate.compiled(),
         },
     )
     stop = stop or asyncio.Event()

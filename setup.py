@@ -1,0 +1,76 @@
+"""Build: the pure core and the codecs are compiled to C extensions with mypyc.
+
+They are plain, strictly typed Python, so mypyc (part of mypy) compiles them as
+they are; the compiled modules behave the same and run the per-message work of
+decoding and planning two to three times faster (bench/RESULTS.md). Nothing
+else is compiled: the aiohttp shell stays interpreted.
+
+``TRIMGATE_PURE=1`` (or a machine without a C compiler) installs the same
+modules as plain Python; ``trimgate.compiled()`` tells which one is running.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+from setuptools import setup
+from setuptools.command.build_ext import build_ext
+
+COMPILED = [
+    "trimgate/history.py",
+    "trimgate/trimming/budget.py",
+    "trimgate/trimming/cap.py",
+    "trimgate/trimming/estimate.py",
+    "trimgate/trimming/orphans.py",
+    "trimgate/trimming/pipeline.py",
+    "trimgate/trimming/turns.py",
+    "trimgate/providers/anthropic.py",
+    "trimgate/providers/base.py",
+    "trimgate/providers/common.py",
+    "trimgate/providers/gemini.py",
+    "trimgate/providers/openai_chat.py",
+    "trimgate/providers/openai_responses.py",
+]
+
+
+class OptionalBuildExt(build_ext):
+    """A failed compile installs the pure-Python modules instead of failing the install.
+
+    All or nothing: the compiled modules share one runtime library, so on any
+    failure every built extension is removed again.
+    """
+
+    def run(self) -> None:
+        try:
+            super().run()
+        except Exception as exc:  # no compiler, no headers: the pure modules still work
+            for ext in self.extensions:
+                for path in (self.get_ext_fullpath(ext.name), self._inplace_path(ext.name)):
+                    if path and os.path.exists(path):
+                        os.remove(path)
+            print(
+                f"trimgate: compiling the core failed ({type(exc).__name__}: {exc}); "
+                "installing it as pure Python",
+                file=sys.stderr,
+            )
+
+    def _inplace_path(self, name: str) -> str:
+        parts = name.split(".")
+        filename = self.get_ext_filename(parts[-1])
+        return os.path.join(*parts[:-1], filename) if len(parts) > 1 else filename
+
+
+def ext_modules() -> list[Any]:
+    if os.environ.get("TRIMGATE_PURE", "") not in ("", "0"):
+        return []
+    try:
+        from mypyc.build import mypycify
+    except ImportError:
+        return []
+    # the project's mypy config loads the pydantic plugin, which the build does not need
+    return list(mypycify(["--config-file=", *COMPILED], opt_level="3", debug_level="0"))
+
+
+setup(ext_modules=ext_modules(), cmdclass={"build_ext": OptionalBuildExt})
