@@ -12,7 +12,6 @@ is a big turn.
 from __future__ import annotations
 
 import itertools
-from dataclasses import replace
 
 from trimgate.history import Conversation, Message, Role
 from trimgate.trimming.estimate import message_tokens, utf8_len
@@ -34,8 +33,8 @@ def msg(text: str, role: Role | None = None, **fields: object) -> Message:
         turn_start=role is Role.USER,
     )
     if role is Role.TOOL:
-        base = replace(base, anonymous_results=True, other_content=False, tool_texts=(text,))
-    return replace(base, **fields)  # type: ignore[arg-type]
+        base = base.replace(anonymous_results=True, other_content=False, tool_texts=(text,))
+    return base.replace(**fields)
 
 
 def tool(user: str, call: str, result: str, *, parallel: int = 1) -> list[Message]:
@@ -62,5 +61,5 @@ def conv(*specs: Spec, overhead: int = 0, pending_calls_ok: bool = False) -> Con
     flat: list[Message] = []
     for spec in specs:
         flat.extend([msg(spec)] if isinstance(spec, str) else spec)
-    messages = tuple(replace(m, index=i) for i, m in enumerate(flat))
+    messages = tuple(m.replace(index=i) for i, m in enumerate(flat))
     return Conversation(messages, overhead=overhead, pending_calls_ok=pending_calls_ok)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from typing import Any
 
 
 class Role(enum.Enum):
@@ -21,37 +22,110 @@ class Role(enum.Enum):
     TOOL = "tool"  # a message whose role exists only to carry tool results
 
 
-# Treated as immutable (derive new values with dataclasses.replace), but not
-# frozen: a frozen dataclass's __init__ costs about ten times more, and a
-# codec builds thousands of these per request.
-@dataclass(slots=True)
+_FIELDS = (
+    "index",
+    "role",
+    "tokens",
+    "text_bytes",
+    "turn_start",
+    "calls",
+    "results",
+    "anonymous_results",
+    "tool_texts",
+    "media",
+    "other_content",
+    "exempt",
+    "breadcrumb",
+)
+
+
 class Message:
-    index: int  # position of the original item in the wire array
-    role: Role
-    tokens: int  # estimated tokens of this message (text, tool calls/results, media)
-    text_bytes: int = 0  # UTF-8 bytes of the text-bearing content behind ``tokens``
-    turn_start: bool = False  # a real user message: user role, no tool results
-    calls: tuple[str, ...] = ()  # ids of the tool calls this message makes
-    results: tuple[str, ...] = ()  # ids of the tool calls this message answers
-    # Carries tool results that have no id at all: it pairs with the nearest
-    # earlier message that makes calls, as long as only tool traffic stands between.
-    anonymous_results: bool = False
-    tool_texts: tuple[str, ...] = ()  # the text of each cappable tool result, in order
-    media: int = 0  # images, audio, documents: each costs a fixed token price
-    # False when the message holds nothing but tool calls / tool results, so that
-    # stripping all of them leaves nothing worth sending.
-    other_content: bool = True
-    exempt: bool = False  # the orphan sweep never touches this message
-    breadcrumb: bool = False  # trimgate's own marker, found in an incoming history
+    """One wire item as the trimming rules see it. Treated as immutable: derive
+    changed values with ``replace``.
+
+    A plain class with an explicit ``__init__`` rather than a dataclass: compiled
+    (setup.py), its construction runs natively, about five times faster than a
+    dataclass ``__init__``, and a codec builds thousands per request.
+    """
+
+    __slots__ = _FIELDS
+
+    def __init__(
+        self,
+        index: int,  # position of the original item in the wire array
+        role: Role,
+        tokens: int,  # estimated tokens of this message (text, tool calls/results, media)
+        text_bytes: int = 0,  # UTF-8 bytes of the text-bearing content behind ``tokens``
+        turn_start: bool = False,  # a real user message: user role, no tool results
+        calls: tuple[str, ...] = (),  # ids of the tool calls this message makes
+        results: tuple[str, ...] = (),  # ids of the tool calls this message answers
+        # Carries tool results that have no id at all: it pairs with the nearest
+        # earlier message that makes calls, as long as only tool traffic stands between.
+        anonymous_results: bool = False,
+        tool_texts: tuple[str, ...] = (),  # the text of each cappable tool result, in order
+        media: int = 0,  # images, audio, documents: each costs a fixed token price
+        # False when the message holds nothing but tool calls / tool results, so that
+        # stripping all of them leaves nothing worth sending.
+        other_content: bool = True,
+        exempt: bool = False,  # the orphan sweep never touches this message
+        breadcrumb: bool = False,  # trimgate's own marker, found in an incoming history
+    ) -> None:
+        self.index = index
+        self.role = role
+        self.tokens = tokens
+        self.text_bytes = text_bytes
+        self.turn_start = turn_start
+        self.calls = calls
+        self.results = results
+        self.anonymous_results = anonymous_results
+        self.tool_texts = tool_texts
+        self.media = media
+        self.other_content = other_content
+        self.exempt = exempt
+        self.breadcrumb = breadcrumb
 
     @property
     def carries_results(self) -> bool:
         return bool(self.results) or self.anonymous_results
 
+    def _values(self) -> tuple[object, ...]:
+        return (
+            self.index,
+            self.role,
+            self.tokens,
+            self.text_bytes,
+            self.turn_start,
+            self.calls,
+            self.results,
+            self.anonymous_results,
+            self.tool_texts,
+            self.media,
+            self.other_content,
+            self.exempt,
+            self.breadcrumb,
+        )
 
-# Positional constructors for the shapes a codec builds by the thousand: a
-# keyword call to the dataclass ``__init__`` costs about three times a
-# positional one. They rely on the field order above (keep it in step).
+    def replace(self, **changes: Any) -> Message:
+        """A copy with the given fields changed (a TypeError names an unknown one)."""
+        values: dict[str, Any] = dict(zip(_FIELDS, self._values(), strict=True))
+        values.update(changes)
+        return Message(**values)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Message):
+            return NotImplemented
+        return self._values() == other._values()
+
+    __hash__ = None  # type: ignore[assignment]  # equal by value, mutable: unhashable
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{k}={v!r}" for k, v in zip(_FIELDS, self._values(), strict=True))
+        return f"Message({fields})"
+
+
+# Shorthands for the shapes a codec builds by the thousand. They call
+# ``Message`` positionally (interpreted, a keyword call costs about three times
+# more), so they rely on the parameter order above: keep it in step.
 
 
 def text_message(

@@ -1,7 +1,5 @@
 from __future__ import annotations
 
-from dataclasses import replace
-
 from tests.builders import conv, msg, tool
 from trimgate.history import Message, Role
 from trimgate.trimming.orphans import sweep_orphans
@@ -68,7 +66,7 @@ def test_pending_ok_does_not_cover_older_turns() -> None:
 
 
 def test_exempt_messages_are_never_touched() -> None:
-    exempt_result = [replace(result("srv")[0], exempt=True)]
+    exempt_result = [result("srv")[0].replace(exempt=True)]
     c = conv("u1", exempt_result, "u2")
     assert sweep_orphans(c.messages).removed == 0
 

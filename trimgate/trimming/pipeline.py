@@ -19,7 +19,7 @@ The plan is pure data: the codec applies it to the original wire items.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Literal
 
 from trimgate.history import Conversation, Message, Role
@@ -202,7 +202,7 @@ def _cap_tool_results(
         )
         text_bytes = max(0, m.text_bytes - delta)
         tokens = m.tokens - bytes_tokens(m.text_bytes) + bytes_tokens(text_bytes)
-        out[pos] = replace(m, tokens=tokens, text_bytes=text_bytes)
+        out[pos] = m.replace(tokens=tokens, text_bytes=text_bytes)
         capped[m.index] = new
         count += sum(1 for t in new if t is not None)
     return (tuple(out) if out is not None else messages), capped, count
