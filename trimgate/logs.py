@@ -7,6 +7,7 @@ cannot reach a log.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import sys
 from datetime import UTC, datetime
@@ -14,19 +15,35 @@ from typing import Any
 
 import orjson
 
-_STANDARD = set(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message", "asctime"}
+_BLANK = logging.LogRecord("", 0, "", 0, "", None, None).__dict__
+_STANDARD = set(_BLANK) | {"message", "asctime"}
+# LogRecord sets its own attributes first, then makeRecord adds ``extra``: the
+# fields of a line are found after the first _N_STANDARD attributes.
+_N_STANDARD = len(_BLANK)
 
 
 class JsonFormatter(logging.Formatter):
+    def __init__(self) -> None:
+        super().__init__()
+        self._second = -1
+        self._stamp = ""
+
+    def _timestamp(self, created: float) -> str:
+        second = int(created)
+        if second != self._second:  # one datetime per second, not per line
+            self._second = second
+            self._stamp = datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+        return f"{self._stamp}.{int((created - second) * 1000):03d}+00:00"
+
     def format(self, record: logging.LogRecord) -> str:
         line: dict[str, Any] = {
-            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "ts": self._timestamp(record.created),
             "level": record.levelname.lower(),
             "logger": record.name,
             "pid": record.process,
             "msg": record.getMessage(),
         }
-        for key, value in record.__dict__.items():
+        for key, value in itertools.islice(record.__dict__.items(), _N_STANDARD, None):
             if key not in _STANDARD and not key.startswith("_"):
                 line[key] = value
         if record.exc_info and record.exc_info[0] is not None:

@@ -424,7 +424,7 @@ class Proxy:
         estimated = round(scaled / (chat.policy.ratio or 1.0))  # back to raw estimate
         state = observe(self.calibration.get(label, Calibration()), reported, estimated)
         self.calibration[label] = state
-        self.metrics.calibration.labels(label).set(state.ratio)
+        self.metrics.set_calibration(label, state.ratio)
 
     def _count(self, route: Route, label: str, status: int) -> None:
         self.metrics.count_request(route.name, route.upstream.provider, label, status)

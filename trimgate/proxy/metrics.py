@@ -113,9 +113,10 @@ class Metrics:
             "Events a slow subscriber did not receive.",
             registry=registry,
         )
-        # Both caches are bounded by the label values: configured upstreams, catalog
+        # The caches are bounded by the label values: configured upstreams, catalog
         # names and "other", and HTTP status codes.
         self._models: dict[tuple[str, str], ModelMetrics] = {}
+        self._calibration: dict[str, Any] = {}
         self._requests: dict[tuple[str, str, str, int], Any] = {}
         self._upstream: dict[str, tuple[Any, Any]] = {}
 
@@ -133,6 +134,13 @@ class Metrics:
                 upstream, provider, model, str(status)
             )
         child.inc()
+
+    def set_calibration(self, model: str, ratio: float) -> None:
+        # created on the first observation, not at zero: a ratio of 0 would be a lie
+        child = self._calibration.get(model)
+        if child is None:
+            child = self._calibration[model] = self.calibration.labels(model)
+        child.set(ratio)
 
     def for_upstream(self, upstream: str) -> tuple[Any, Any]:
         """(overhead, upstream duration) histograms of one upstream."""
