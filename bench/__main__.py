@@ -314,6 +314,15 @@ SCENARIOS: tuple[Scenario, ...] = (
         weight=1.5,
     ),
     Scenario(
+        "large_over_c1",
+        "large over budget, one at a time: the latency a trim adds, without queueing",
+        preset="large",
+        model="bench-small-openai",
+        concurrency=1,
+        weight=1.5,
+        note="direct/passthrough forward the full body",
+    ),
+    Scenario(
         "large_over_c4",
         f"large over budget: preemptive trim to {SMALL_WINDOW} tokens",
         preset="large",

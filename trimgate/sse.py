@@ -33,31 +33,28 @@ class SSEDecoder:
 
     def decode(self, chunk: bytes) -> list[SSEEvent]:
         events: list[SSEEvent] = []
-        start = 0
-        n = len(chunk)
-        if self._pending_cr and n and chunk[0] == 0x0A:
-            start = 1  # the LF of a CRLF split across chunks
+        if self._pending_cr and chunk[:1] == b"\n":
+            chunk = chunk[1:]  # the LF of a CRLF split across chunks
         self._pending_cr = False
-        i = start
-        while i < n:
-            b = chunk[i]
-            if b == 0x0A or b == 0x0D:
-                self._buffer += chunk[start:i]
-                self._line(bytes(self._buffer), events)
+        if not chunk:
+            return events
+        if b"\r" in chunk:  # every line end becomes LF (a CR at the end may start a CRLF)
+            self._pending_cr = chunk[-1:] == b"\r"
+            chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        lines = chunk.split(b"\n")
+        tail = lines.pop()  # the unfinished last line (empty when the chunk ends a line)
+        if lines:
+            if self._buffer:
+                self._buffer += lines[0]
+                lines[0] = bytes(self._buffer)
                 self._buffer.clear()
-                if b == 0x0D:
-                    if i + 1 < n:
-                        if chunk[i + 1] == 0x0A:
-                            i += 1
-                    else:
-                        self._pending_cr = True
-                start = i + 1
-            i += 1
-        if start < n:
-            if len(self._buffer) + n - start > self.max_line:
+            for raw in lines:
+                self._line(raw, events)
+        if tail:
+            if len(self._buffer) + len(tail) > self.max_line:
                 self._buffer.clear()
             else:
-                self._buffer += chunk[start:]
+                self._buffer += tail
         return events
 
     def flush(self) -> list[SSEEvent]:

@@ -123,6 +123,7 @@ def _system_bytes(system: Any) -> int:
 
 class AnthropicCodec(OverflowByFormat):
     wire_format = "anthropic"
+    stream_usage_markers: tuple[bytes, ...] = (b"input_tokens",)
 
     # -- requests ---------------------------------------------------------------
 

@@ -43,6 +43,9 @@ class Decoded:
 
 class Codec(Protocol):
     wire_format: str
+    # ``stream_usage`` finds a count only in an event holding one of these byte
+    # strings: the relay skips every other event without decoding it.
+    stream_usage_markers: tuple[bytes, ...]
 
     def decode(self, body: JSON, *, path: str, options: DecodeOptions) -> Decoded:
         """Raise ``DecodeError`` when the body is not the shape this endpoint expects."""

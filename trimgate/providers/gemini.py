@@ -331,6 +331,7 @@ def _scan(contents: list[Any], options: DecodeOptions) -> tuple[list[Message], d
 
 class GeminiCodec(OverflowByFormat):
     wire_format = "gemini"
+    stream_usage_markers: tuple[bytes, ...] = (b"promptTokenCount", b"prompt_token_count")
 
     def decode(self, body: JSON, *, path: str, options: DecodeOptions) -> GeminiDecoded:
         if type(body) is not dict:

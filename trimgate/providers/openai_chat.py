@@ -136,6 +136,7 @@ def _str_bytes(value: Any) -> int:
 
 class OpenAIChatCodec(OverflowByFormat):
     wire_format = "openai"
+    stream_usage_markers: tuple[bytes, ...] = (b'"prompt_tokens"',)
 
     # -- requests -----------------------------------------------------------------------
 

@@ -157,6 +157,7 @@ def _kind(obj: dict[str, Any], key: str = "type") -> str:
 
 class OpenAIResponsesCodec(OverflowByFormat):
     wire_format = "openai-responses"
+    stream_usage_markers: tuple[bytes, ...] = (b'"input_tokens"',)
 
     def decode(self, body: JSON, *, path: str, options: DecodeOptions) -> Decoded:
         if type(body) is not dict:

@@ -37,7 +37,7 @@ from trimgate.proxy.events import EventHub
 from trimgate.proxy.metrics import Metrics
 from trimgate.proxy.routing import NoUpstream, Route, Router
 from trimgate.proxy.signals import Outcome, attribution, record, response_headers
-from trimgate.sse import SSEDecoder
+from trimgate.sse import SSEDecoder, SSEEvent
 from trimgate.trimming.budget import effective_budget, reactive_budget
 from trimgate.trimming.estimate import Calibration, bytes_tokens, observe, text_tokens, utf8_len
 from trimgate.trimming.pipeline import Policy, TrimPlan, TrimReport, plan
@@ -540,13 +540,26 @@ class _UsageSniffer:
     """Reads the prompt-token usage from a relayed answer without holding it up.
 
     gzip / deflate answers are inflated on the side (the client still gets the
-    compressed bytes); other encodings teach nothing.
+    compressed bytes); other encodings teach nothing. A stream is cut at its
+    event boundaries with C-level byte searches, and only the events holding one
+    of the codec's usage markers are decoded: relaying a chunk costs a ``find``,
+    not a parse.
     """
 
-    __slots__ = ("_buf", "_codec", "_inflate", "_sse", "_tokens")
+    __slots__ = (
+        "_buf",
+        "_codec",
+        "_inflate",
+        "_markers",
+        "_parts",
+        "_pending",
+        "_sse",
+        "_tokens",
+    )
 
     def __init__(self, chat: Chat, resp: aiohttp.ClientResponse) -> None:
         self._codec = chat.codec
+        self._markers = chat.codec.stream_usage_markers
         ctype = resp.headers.get("Content-Type", "").lower()
         encoding = resp.headers.get("Content-Encoding", "").lower().strip()
         self._inflate: Any = None
@@ -556,31 +569,67 @@ class _UsageSniffer:
             self._inflate = zlib.decompressobj(wbits)
             readable = True
         sse = readable and "text/event-stream" in ctype
-        self._sse = SSEDecoder() if sse else None
+        # the stream's bytes since its last event boundary, while it is cut by byte search
+        self._parts: list[bytes] | None = [] if sse else None
+        self._pending = 0
+        self._sse: SSEDecoder | None = None  # a full decoder, once CR line ends show up
         self._buf: bytearray | None = (
             bytearray() if readable and not sse and "json" in ctype else None
         )
         self._tokens: int | None = None
 
     def feed(self, chunk: bytes) -> None:
-        if self._sse is None and self._buf is None:
+        if self._parts is None and self._sse is None and self._buf is None:
             return
         if self._inflate is not None:
             try:
                 chunk = self._inflate.decompress(chunk, USAGE_JSON_LIMIT)
             except zlib.error:
-                self._sse = self._buf = None
+                self._parts = self._sse = self._buf = None
                 return
-        if self._sse is not None:
-            for event in self._sse.decode(chunk):
-                tokens = self._codec.stream_usage(event.data)
-                if tokens is not None:
-                    self._tokens = tokens
+        if self._parts is not None:
+            self._feed_stream(chunk)
+        elif self._sse is not None:
+            self._events(self._sse.decode(chunk))
         elif self._buf is not None:
             if len(self._buf) + len(chunk) > USAGE_JSON_LIMIT:
                 self._buf = None  # too big to parse for a count: teaches nothing
             else:
                 self._buf += chunk
+
+    def _feed_stream(self, chunk: bytes) -> None:
+        parts = self._parts
+        assert parts is not None
+        if b"\r" in chunk:  # CR line ends: event boundaries are not a plain b"\n\n"
+            self._parts = None
+            self._sse = SSEDecoder()
+            self._events(self._sse.decode(b"".join(parts) + chunk))
+            return
+        found = chunk.rfind(b"\n\n")
+        if found >= 0:
+            end = found + 2
+        elif chunk[:1] == b"\n" and parts and parts[-1][-1:] == b"\n":
+            end = 1  # the blank line straddles two chunks
+        else:
+            self._pending += len(chunk)
+            # an event longer than the limit teaches nothing
+            if self._pending > USAGE_JSON_LIMIT:
+                self._parts = None
+            else:
+                parts.append(chunk)
+            return
+        complete = b"".join(parts) + chunk[:end] if parts else chunk[:end]
+        rest = chunk[end:]
+        self._parts = [rest] if rest else []
+        self._pending = len(rest)
+        if any(marker in complete for marker in self._markers):
+            self._events(SSEDecoder().decode(complete))  # it starts and ends at a boundary
+
+    def _events(self, events: list[SSEEvent]) -> None:
+        for event in events:
+            tokens = self._codec.stream_usage(event.data)
+            if tokens is not None:
+                self._tokens = tokens
 
     def prompt_tokens(self) -> int | None:
         if self._buf:

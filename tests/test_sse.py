@@ -1,0 +1,103 @@
+"""The SSE decoder: bytes split anywhere give the events of the whole stream."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from trimgate.sse import SSEDecoder, SSEEvent, encode_comment, encode_event
+
+
+def reference(stream: bytes) -> list[SSEEvent]:
+    """The WHATWG rules, read off the whole stream at once (complete lines only)."""
+    text = stream.replace(b"\r\n", b"\n").replace(b"\r", b"\n").decode("utf-8", "replace")
+    events: list[SSEEvent] = []
+    data: list[str] = []
+    event, last_id = "", None
+    for line in text.split("\n")[:-1]:
+        if not line:
+            if data or event:
+                events.append(SSEEvent("\n".join(data), event, last_id))
+            data, event = [], ""
+            continue
+        if line.startswith(":"):
+            continue
+        name, sep, value = line.partition(":")
+        if sep and value.startswith(" "):
+            value = value[1:]
+        if name == "data":
+            data.append(value)
+        elif name == "event":
+            event = value
+        elif name == "id" and "\0" not in value:
+            last_id = value
+    return events
+
+
+def decode_split(stream: bytes, cuts: list[int]) -> list[SSEEvent]:
+    decoder = SSEDecoder()
+    events: list[SSEEvent] = []
+    start = 0
+    for cut in sorted(set(cuts)):
+        events += decoder.decode(stream[start:cut])
+        start = cut
+    events += decoder.decode(stream[start:])
+    return events
+
+
+LINE_ENDS = st.sampled_from([b"\n", b"\r\n", b"\r"])
+FIELD = st.sampled_from([b"data", b"event", b"id", b"retry", b""])
+VALUE = st.text(alphabet=st.characters(blacklist_characters="\r\n"), max_size=12)
+
+
+@st.composite
+def streams(draw: st.DrawFn) -> bytes:
+    out = b""
+    for _ in range(draw(st.integers(0, 12))):
+        kind = draw(st.integers(0, 3))
+        end = draw(LINE_ENDS)
+        if kind == 0:
+            out += end  # a blank line: dispatch
+        elif kind == 1:
+            out += b":" + draw(VALUE).encode() + end
+        else:
+            sep = draw(st.sampled_from([b": ", b":", b""]))
+            out += draw(FIELD) + sep + draw(VALUE).encode() + end
+    return out
+
+
+@given(streams(), st.lists(st.integers(0, 400), max_size=8))
+def test_any_split_gives_the_events_of_the_whole_stream(stream: bytes, cuts: list[int]) -> None:
+    expected = reference(stream)
+    assert decode_split(stream, [c % (len(stream) + 1) for c in cuts]) == expected
+
+
+def test_line_ends_of_every_kind_and_a_crlf_split_across_chunks() -> None:
+    stream = b"data: a\r\n\r\nevent: e\rdata: b\r\rdata: c\n\n"
+    expected = [SSEEvent("a"), SSEEvent("b", "e"), SSEEvent("c")]
+    assert reference(stream) == expected
+    for cut in range(len(stream) + 1):
+        assert decode_split(stream, [cut]) == expected, cut
+
+
+def test_multiline_data_ids_and_comments() -> None:
+    stream = b": keep-alive\n\nid: 7\ndata: one\ndata: two\n\ndata: three\n\n"
+    expected = [SSEEvent("one\ntwo", "", "7"), SSEEvent("three", "", "7")]
+    assert SSEDecoder().decode(stream) == expected
+
+
+def test_flush_returns_an_event_left_without_a_blank_line() -> None:
+    decoder = SSEDecoder()
+    assert decoder.decode(b"data: done") == []
+    assert decoder.flush() == [SSEEvent("done")]
+
+
+def test_an_overlong_line_is_dropped_not_buffered() -> None:
+    decoder = SSEDecoder(max_line=16)
+    assert decoder.decode(b"data: " + b"x" * 40) == []
+    assert decoder.decode(b"\n\ndata: ok\n\n") == [SSEEvent("ok")]
+
+
+def test_encoded_events_decode_back() -> None:
+    raw = encode_event("a\nb", event="x", id="3") + encode_comment("ping") + encode_event("c")
+    assert SSEDecoder().decode(raw) == [SSEEvent("a\nb", "x", "3"), SSEEvent("c", "", "3")]
