@@ -29,7 +29,7 @@ the first kept real user content's parts.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final
 
 import orjson
@@ -50,7 +50,13 @@ _INNER_KEYS: Final = ("generateContentRequest", "generate_content_request")
 _SYNTHETIC: Final = "\x1egemini:"  # prefix of ids trimgate makes up; never on the wire
 
 # Part kinds, by field name (camelCase and snake_case).
-_TEXT, _CALL, _RESPONSE, _MEDIA, _CODE, _CODE_RESULT, _META = range(7)
+_TEXT: Final = 0  # Final: compiled, each is a constant rather than a module lookup
+_CALL: Final = 1
+_RESPONSE: Final = 2
+_MEDIA: Final = 3
+_CODE: Final = 4
+_CODE_RESULT: Final = 5
+_META: Final = 6
 _KINDS: Final[dict[str, int]] = {
     "text": _TEXT,
     "functionCall": _CALL,
@@ -78,16 +84,11 @@ _KINDS: Final[dict[str, int]] = {
 }
 _UNKNOWN: Final = -1
 
-# Part ids of one content: (part position, tool-call id) for each call / response part.
-PartIds = tuple[tuple[int, str], ...]
-
 
 @dataclass(frozen=True, slots=True)
 class GeminiDecoded(Decoded):
     # Where ``contents`` lives: None (the body itself) or the countTokens wrapper key.
     inner_key: str | None = None
-    # wire index -> the ids of its call / response parts, so that ``strip`` finds them.
-    part_ids: dict[int, PartIds] = field(default_factory=dict)
 
 
 def _str(value: object) -> str:
@@ -142,42 +143,49 @@ def _system_size(value: object) -> tuple[int, int]:
     return nbytes, media
 
 
-def _scan(contents: list[Any], options: DecodeOptions) -> tuple[list[Message], dict[int, PartIds]]:
-    """One pass over ``contents``: the neutral messages and each content's part ids."""
+def _scan(contents: list[Any], options: DecodeOptions) -> list[Message]:
+    """One pass over ``contents``: one neutral message per content.
+
+    The hot loop of a large request: call ids, result ids and capped texts are collected
+    in lists made once and emptied after each content that used them (most contents have
+    no call or response part), and a part that is nothing but one text skips the field
+    dispatch. Each call / response field whose value is an object gets an id, in part
+    order (``_part_ids`` relies on that order).
+    """
     messages: list[Message] = []
-    part_ids: dict[int, PartIds] = {}
     crumb = options.breadcrumb
     crumb_len = utf8_len(crumb)
     media_tokens = options.media_tokens
-    kinds_get = _KINDS.get
-    user = Role.USER  # locals: the loop is hot
+    user, assistant, tool_role = Role.USER, Role.ASSISTANT, Role.TOOL  # locals: the loop is hot
     framing = MESSAGE_FRAMING_TOKENS
-    append = messages.append
     # Calls of the latest content that made calls, by name, not yet answered.
     open_calls: dict[str, list[str]] = {}
     orphans = 0
+    # One content's calls, results, capped texts, and occurrences of call names
+    # without an id; emptied after each content.
+    calls: list[str] = []
+    results: list[str] = []
+    texts: list[str] = []
+    occurrences: dict[str, int] = {}
 
     for index, item in enumerate(contents):
         if type(item) is not dict:
             raise DecodeError("content is not an object")
-        parts = item.get("parts")
-        if parts is None:
-            parts = ()
-        elif type(parts) is not list:
+        raw_parts = item.get("parts")
+        if type(raw_parts) is list:
+            parts: list[Any] = raw_parts
+        elif raw_parts is None:
+            parts = []
+        else:
             raise DecodeError("parts is not a list")
 
         nbytes = 0
         media = 0
         other = False
         only_text = True
-        calls: list[str] = []
-        results: list[str] = []
-        texts: list[str] = []
-        ids: list[tuple[int, str]] = []
         made: dict[str, list[str]] | None = None
-        occurrences: dict[str, int] | None = None
 
-        for pos, part in enumerate(parts):
+        for part in parts:
             if type(part) is not dict:
                 raise DecodeError("part is not an object")
             if len(part) == 1:  # fast path: a plain text part
@@ -192,7 +200,7 @@ def _scan(contents: list[Any], options: DecodeOptions) -> tuple[list[Message], d
                         other = True
                     continue
             for key, value in part.items():
-                kind = kinds_get(key, _UNKNOWN)
+                kind = _KINDS.get(key, _UNKNOWN)
                 if kind == _TEXT:
                     if type(value) is str:
                         if value:
@@ -209,9 +217,13 @@ def _scan(contents: list[Any], options: DecodeOptions) -> tuple[list[Message], d
                         nbytes += json_bytes(value)
                         other = True
                         continue
-                    name = _str(value.get("name"))
-                    nbytes += len(name) if name.isascii() else utf8_len(name)
+                    name = value.get("name")
                     args = value.get("args")
+                    # Most calls hold a name and args only: then there is no id to look up.
+                    more = len(value) > 2 or name is None or args is None
+                    if type(name) is not str:
+                        name = ""
+                    nbytes += len(name) if name.isascii() else utf8_len(name)
                     if type(args) is dict:
                         try:
                             nbytes += len(dumps(args))
@@ -219,46 +231,53 @@ def _scan(contents: list[Any], options: DecodeOptions) -> tuple[list[Message], d
                             nbytes += json_bytes(args)
                     elif args is not None:
                         nbytes += json_bytes(args)
-                    call_id = value.get("id")
+                    call_id = value.get("id") if more else None
                     if type(call_id) is not str or not call_id:
-                        if occurrences is None:
-                            occurrences = {}
                         n = occurrences[name] = occurrences.get(name, 0) + 1
                         call_id = f"{_SYNTHETIC}{index}:{name}:{n}"
                     if made is None:
-                        made = {}
-                    made.setdefault(name, []).append(call_id)
+                        made = {name: [call_id]}
+                    else:
+                        named = made.get(name)
+                        if named is None:
+                            made[name] = [call_id]
+                        else:
+                            named.append(call_id)
                     calls.append(call_id)
-                    ids.append((pos, call_id))
                 elif kind == _RESPONSE:
                     only_text = False
                     if type(value) is not dict:
                         nbytes += json_bytes(value)
                         other = True
                         continue
-                    name = _str(value.get("name"))
+                    name = value.get("name")
+                    response = value.get("response")
+                    # Most responses hold a name and the response only: no parts, no id.
+                    more = len(value) > 2 or name is None or response is None
+                    if type(name) is not str:
+                        name = ""
                     nbytes += len(name) if name.isascii() else utf8_len(name)
-                    capped = _response_text(value)
-                    if capped is not None:
-                        key_name, text = capped
-                        nbytes += (len(key_name) if key_name.isascii() else utf8_len(key_name)) + (
-                            len(text)
-                            if text.isascii()
-                            else len(text.encode("utf-8", "surrogatepass"))
-                        )
-                        texts.append(text)
-                    else:
-                        response = value.get("response")
-                        if response is not None:
-                            nbytes += json_bytes(response)
-                    extra = value.get("parts")  # multimodal function response
+                    capped = False  # cappable (as in _response_text): one string field
+                    if type(response) is dict and len(response) == 1:
+                        for field_name, text in response.items():
+                            if type(text) is str:
+                                nbytes += utf8_len(field_name) + (
+                                    len(text)
+                                    if text.isascii()
+                                    else len(text.encode("utf-8", "surrogatepass"))
+                                )
+                                texts.append(text)
+                                capped = True
+                    if not capped and response is not None:
+                        nbytes += json_bytes(response)
+                    extra = value.get("parts") if more else None  # multimodal response
                     if type(extra) is list:
                         for sub in extra:
-                            if type(sub) is dict and any(kinds_get(k) == _MEDIA for k in sub):
+                            if type(sub) is dict and any(_KINDS.get(k) == _MEDIA for k in sub):
                                 media += 1
                             else:
                                 nbytes += json_bytes(sub)
-                    result_id = value.get("id")
+                    result_id = value.get("id") if more else None
                     pending = open_calls.get(name)
                     if type(result_id) is str and result_id:
                         if pending and result_id in pending:
@@ -269,7 +288,6 @@ def _scan(contents: list[Any], options: DecodeOptions) -> tuple[list[Message], d
                         orphans += 1
                         result_id = f"{_SYNTHETIC}orphan:{index}:{orphans}"
                     results.append(result_id)
-                    ids.append((pos, result_id))
                 elif kind == _MEDIA:
                     only_text = False
                     media += 1
@@ -291,14 +309,17 @@ def _scan(contents: list[Any], options: DecodeOptions) -> tuple[list[Message], d
             open_calls = made
 
         role_name = item.get("role")
-        if role_name is None or role_name == "user" or role_name == "":
+        if role_name is None:
             role = user
-        elif role_name == "model":
-            role = Role.ASSISTANT
-        elif role_name == "function" or role_name == "tool":
-            role = Role.TOOL
-        else:  # not a role the API knows: never a turn start
-            role = Role.ASSISTANT
+        elif isinstance(role_name, str):
+            if role_name == "user" or role_name == "":
+                role = user
+            elif role_name == "function" or role_name == "tool":
+                role = tool_role
+            else:  # "model", or not a role the API knows: never a turn start
+                role = assistant
+        else:
+            role = assistant
 
         breadcrumb = (
             role is user
@@ -306,27 +327,58 @@ def _scan(contents: list[Any], options: DecodeOptions) -> tuple[list[Message], d
             and nbytes == crumb_len
             and "".join(_str(p.get("text")) for p in parts) == crumb
         )
-        if ids:
-            part_ids[index] = tuple(ids)
         tool = bool(calls or results)
-        append(
+        if tool:
+            call_ids, result_ids, result_texts = tuple(calls), tuple(results), tuple(texts)
+            calls.clear()
+            results.clear()
+            texts.clear()
+            occurrences.clear()
+        else:
+            call_ids = result_ids = result_texts = ()
+        messages.append(
             Message(
                 index,
                 role,
                 (nbytes + 3) // 4 + framing + media * media_tokens,  # message_tokens
                 nbytes,
-                role is user and not results and not breadcrumb,  # turn_start
-                tuple(calls) if calls else (),
-                tuple(results) if results else (),
+                role is user and not result_ids and not breadcrumb,  # turn_start
+                call_ids,
+                result_ids,
                 False,  # anonymous_results: a response always gets an id
-                tuple(texts) if texts else (),
+                result_texts,
                 media,
                 other or not tool,  # other_content
                 False,  # exempt
                 breadcrumb,
             )
         )
-    return messages, part_ids
+    return messages
+
+
+def _part_ids(parts: list[Any], message: Message) -> list[tuple[int, str]]:
+    """(part position, id) of each call / response field of the content behind ``message``.
+
+    ``_scan`` gives each such field whose value is an object an id, in part order, and
+    lists them in ``calls`` / ``results``: walking the parts the same way pairs them up
+    again, so that decode does not have to keep the pairs for the rare ``strip``.
+    """
+    found: list[tuple[int, str]] = []
+    n_calls = n_results = 0
+    for pos, part in enumerate(parts):
+        if type(part) is not dict:
+            continue
+        for key, value in part.items():
+            if type(value) is not dict:
+                continue
+            kind = _KINDS.get(key)
+            if kind == _CALL:
+                found.append((pos, message.calls[n_calls]))
+                n_calls += 1
+            elif kind == _RESPONSE:
+                found.append((pos, message.results[n_results]))
+                n_results += 1
+    return found
 
 
 class GeminiCodec(OverflowByFormat):
@@ -348,7 +400,7 @@ class GeminiCodec(OverflowByFormat):
         if type(contents) is not list:
             raise DecodeError("contents is not a list")
 
-        messages, part_ids = _scan(contents, options)
+        messages = _scan(contents, options)
 
         sys_bytes, sys_media = _system_size(
             _get(request, "systemInstruction", "system_instruction")
@@ -373,25 +425,24 @@ class GeminiCodec(OverflowByFormat):
             stream=stream,
             hoistable=False,
             inner_key=inner_key,
-            part_ids=part_ids,
         )
 
     def encode(self, decoded: Decoded, plan: TrimPlan, *, breadcrumb: str) -> dict[str, Any]:
         body = decoded.body
         if isinstance(decoded, GeminiDecoded):
-            inner_key, part_ids = decoded.inner_key, decoded.part_ids
-        else:  # a plain Decoded: find the ids again (same rules, same result)
+            inner_key = decoded.inner_key
+        else:  # a plain Decoded: find the wrapper again (same rule, same result)
             inner_key = None if "contents" in body else _inner_key(body)
-            part_ids = {}
         request: dict[str, Any] = body[inner_key] if inner_key else body
         contents: list[Any] = request["contents"]
-        if plan.strip and not part_ids:
-            part_ids = _scan(contents, DecodeOptions(breadcrumb=breadcrumb))[1]
+        # The message of each wire index, for the ids of its parts (only when stripping).
+        by_index = {m.index: m for m in decoded.conversation.messages} if plan.strip else {}
 
         def strip(item: Any, ids: frozenset[str], index: int) -> Any:
-            drop = {pos for pos, pid in part_ids.get(index, ()) if pid in ids}
+            parts = item.get("parts") or []
+            drop = {pos for pos, pid in _part_ids(parts, by_index[index]) if pid in ids}
             new = dict(item)
-            new["parts"] = [p for pos, p in enumerate(item.get("parts") or ()) if pos not in drop]
+            new["parts"] = [p for pos, p in enumerate(parts) if pos not in drop]
             return new
 
         def merge(item: Any) -> Any:

@@ -38,7 +38,7 @@ Encrypted reasoning content is not counted (opaque, like base64 media).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
@@ -58,7 +58,7 @@ from trimgate.trimming.pipeline import TrimPlan
 
 __all__ = ["CODEC", "OpenAIResponsesCodec"]
 
-_CLIENT_CALLS = frozenset(
+_CLIENT_CALLS: Final = frozenset(
     {
         "function_call",
         "custom_tool_call",
@@ -68,7 +68,7 @@ _CLIENT_CALLS = frozenset(
         "apply_patch_call",
     }
 )
-_SERVER_SIDE = frozenset(
+_SERVER_SIDE: Final = frozenset(
     {
         "web_search_call",
         "file_search_call",
@@ -81,9 +81,11 @@ _SERVER_SIDE = frozenset(
         "item_reference",
     }
 )
-_TEXT_PARTS = frozenset({"input_text", "output_text", "text", "summary_text", "reasoning_text"})
-_MEDIA_PARTS = frozenset({"input_image", "input_file", "input_audio", "computer_screenshot"})
-_SYSTEM_ROLES = frozenset({"system", "developer"})
+_TEXT_PARTS: Final = frozenset(
+    {"input_text", "output_text", "text", "summary_text", "reasoning_text"}
+)
+_MEDIA_PARTS: Final = frozenset({"input_image", "input_file", "input_audio", "computer_screenshot"})
+_SYSTEM_ROLES: Final = frozenset({"system", "developer"})
 
 
 def _parts_size(parts: list[Any], texts: list[str] | None = None) -> tuple[int, int]:
@@ -421,7 +423,7 @@ class OpenAIResponsesCodec(OverflowByFormat):
         return _input_tokens(response.get("usage"))
 
 
-_USAGE_EVENTS = frozenset({"response.completed", "response.incomplete"})
+_USAGE_EVENTS: Final = frozenset({"response.completed", "response.incomplete"})
 
 
 def _input_tokens(usage: Any) -> int | None:
@@ -431,7 +433,7 @@ def _input_tokens(usage: Any) -> int | None:
     return tokens if type(tokens) is int else None
 
 
-_PLACEHOLDER = Message(index=-1, role=Role.ASSISTANT, tokens=0)
+_PLACEHOLDER: Final = Message(index=-1, role=Role.ASSISTANT, tokens=0)
 
 
 def _reasoning(index: int, nbytes: int, calls: list[str]) -> Message:
