@@ -47,9 +47,7 @@ def decode_split(stream: bytes, cuts: list[int]) -> list[SSEEvent]:
 
 LINE_ENDS = st.sampled_from([b"\n", b"\r\n", b"\r"])
 FIELD = st.sampled_from([b"data", b"event", b"id", b"retry", b""])
-VALUE = st.text(
-    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\r\n"), max_size=12
-)
+VALUE = st.text(alphabet=st.characters(codec="utf-8", exclude_characters="\r\n"), max_size=12)
 
 
 @st.composite
