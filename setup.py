@@ -47,19 +47,14 @@ class OptionalBuildExt(build_ext):
             super().run()
         except Exception as exc:  # no compiler, no headers: the pure modules still work
             for ext in self.extensions:
-                for path in (self.get_ext_fullpath(ext.name), self._inplace_path(ext.name)):
-                    if path and os.path.exists(path):
-                        os.remove(path)
+                path = self.get_ext_fullpath(ext.name)  # in place too, for editable installs
+                if os.path.exists(path):
+                    os.remove(path)
             print(
                 f"trimgate: compiling the core failed ({type(exc).__name__}: {exc}); "
                 "installing it as pure Python",
                 file=sys.stderr,
             )
-
-    def _inplace_path(self, name: str) -> str:
-        parts = name.split(".")
-        filename = self.get_ext_filename(parts[-1])
-        return os.path.join(*parts[:-1], filename) if len(parts) > 1 else filename
 
 
 def ext_modules() -> list[Any]:
@@ -69,8 +64,15 @@ def ext_modules() -> list[Any]:
         from mypyc.build import mypycify
     except ImportError:
         return []
-    # the project's mypy config loads the pydantic plugin, which the build does not need
-    return list(mypycify(["--config-file=", *COMPILED], opt_level="3", debug_level="0"))
+    try:
+        # the project's mypy config loads the pydantic plugin, which the build does not need
+        return list(mypycify(["--config-file=", *COMPILED], opt_level="3", debug_level="0"))
+    except (Exception, SystemExit) as exc:  # mypyc refused (e.g. a newer mypy): pure Python
+        print(
+            f"trimgate: mypyc failed ({type(exc).__name__}); installing pure Python",
+            file=sys.stderr,
+        )
+        return []
 
 
 setup(ext_modules=ext_modules(), cmdclass={"build_ext": OptionalBuildExt})
