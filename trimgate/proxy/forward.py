@@ -284,8 +284,13 @@ class Proxy:
         extra.update(response_headers(outcome))
         status = final.resp.status
         self._count(route, chat.label, status)
-        record(outcome, self.metrics, self.hub, status=status)
         self._overhead(route, started, timer)
+        # Metrics, the event and the log lines go out as soon as the handler first
+        # waits (the relay's first read), after the answer's first bytes: not in
+        # the time to first byte.
+        asyncio.get_running_loop().call_soon(
+            functools.partial(record, outcome, self.metrics, self.hub, status=status)
+        )
         sniffer = _UsageSniffer(chat, final.resp) if status < 300 else None
         response = await _relay(request, final, extra, sniffer)
         if sniffer is not None:
