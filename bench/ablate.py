@@ -1,0 +1,195 @@
+# Where trimgate's per-request cost sits: parts of the handler switched off one at a time.
+#
+#   python -m bench.ablate                          # small JSON, c1, every variant
+#   python -m bench.ablate --preset large --rounds 3 --seconds 3
+#   python -m bench.ablate --stream --variants passthrough full shell
+#
+# Starts the fake provider, the bare pass-through and one trimgate process per variant (each
+# `python -m bench.ablate --serve VARIANT ...`, which patches the handler, then runs
+# `trimgate serve`), then measures them in interleaved rounds, like the main runner: proxy
+# CPU per request from /proc, p50 latency and time to first byte. Variants:
+#   passthrough  bench/passthrough.py
+#   full         trimgate as it is
+#   shell        no examination: every request forwarded as a pass-through
+#   parse        orjson.loads of the body, then forwarded as a pass-through
+#   decode       parse + codec decode, then as a pass-through
+#   examine      the whole examination (decode, policy, plan), then as a pass-through
+# The differences between neighbours are what each step costs; the rest of "full" over
+# "examine" is the chat path's own work (headers, signals, usage sniffing). The patches touch
+# the interpreted shell only (trimgate.proxy.forward); the compiled core runs unchanged.
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from typing import Any
+
+import orjson
+import yaml
+
+from bench import payloads
+from bench.__main__ import ROOT, Proc, free_port, trimgate_config
+from bench.fake_provider import install_uvloop
+from bench.load import Pool, RequestSpec, RoundResult, run_round
+
+VARIANTS = ("passthrough", "full", "shell", "parse", "decode", "examine")
+OUT = ROOT / "bench" / "out" / "ablate"
+
+
+def patch(variant: str) -> None:
+    """Switch part of the handler off (in the --serve child only)."""
+    from trimgate.providers.registry import CODECS
+    from trimgate.proxy import forward
+    from trimgate.proxy.routing import Route
+
+    real = forward.Proxy._examine
+
+    def examine(
+        self: forward.Proxy, request: Any, route: Route, body: bytes
+    ) -> tuple[forward.Chat | None, str | None]:
+        if route.wire_format is not None and variant != "shell":
+            if variant == "examine":
+                real(self, request, route, body)
+            else:
+                data = orjson.loads(body)
+                if variant == "decode":
+                    CODECS[route.wire_format].decode(data, path=route.path, options=self._options)
+        return None, None
+
+    if variant != "full":
+        setattr(forward.Proxy, "_examine", examine)  # noqa: B010 - a method replaced on purpose
+
+
+def serve(variant: str, rest: list[str]) -> int:
+    patch(variant)
+    from trimgate.cli import main
+
+    return main(["serve", *rest])
+
+
+def p50(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2] * 1000 if ordered else 0.0
+
+
+async def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
+    install_uvloop()
+    fake_port = free_port()
+    fake_argv = [sys.executable, "-m", "bench.fake_provider", "--port", str(fake_port)]
+    fake = Proc("fake", fake_argv, fake_port, OUT / "fake.log")
+    fake.start()
+    procs: dict[str, Proc] = {}
+    try:
+        await fake.wait_ready()
+        config = OUT / "trimgate.yaml"
+        config.write_text(yaml.safe_dump(trimgate_config(fake.base_url)))
+        for variant in args.variants:
+            port = free_port()
+            if variant == "passthrough":
+                argv = [sys.executable, "-m", "bench.passthrough", "--port", str(port)]
+                argv += ["--upstream", fake.base_url]
+                health = None
+            else:
+                argv = [sys.executable, "-m", "bench.ablate", "--serve", variant, "--"]
+                argv += ["--config", str(config), "--port", str(port)]
+                health = "/healthz"
+            procs[variant] = Proc(variant, argv, port, OUT / f"{variant}.log", health)
+            procs[variant].start()
+        for proc in procs.values():
+            await proc.wait_ready()
+
+        bodies = [
+            payloads.make("openai", args.preset, seed, model=args.model, stream=args.stream)
+            for seed in range(3)
+        ]
+        spec = RequestSpec(
+            path="/v1/chat/completions",
+            bodies=bodies,
+            headers={"Authorization": "Bearer sk-bench-not-a-key", "x-bench-chunks": "16"}
+            | ({"x-bench-delay-ms": "1"} if args.stream else {}),
+            stream=args.stream,
+            end_marker=b"data: [DONE]" if args.stream else None,
+        )
+        pools = {v: Pool(p.base_url, args.concurrency) for v, p in procs.items()}
+        results = {v: RoundResult() for v in procs}
+        cpu = dict.fromkeys(procs, 0.0)
+        wall = dict.fromkeys(procs, 0.0)
+        names = list(procs)
+        for v in names:  # warm-up round, not counted
+            await run_round(
+                pools[v], spec, concurrency=args.concurrency, max_requests=200, max_seconds=1.0
+            )
+        for r in range(args.rounds):
+            for v in names[r % len(names) :] + names[: r % len(names)]:
+                c0, t0 = procs[v].cpu_s(), time.perf_counter()
+                res = await run_round(
+                    pools[v],
+                    spec,
+                    concurrency=args.concurrency,
+                    max_requests=1_000_000,
+                    max_seconds=args.seconds,
+                )
+                cpu[v] += procs[v].cpu_s() - c0
+                wall[v] += time.perf_counter() - t0
+                results[v].merge(res)
+        for pool in pools.values():
+            await pool.close()
+        rows = []
+        for v in names:
+            res = results[v]
+            rows.append(
+                {
+                    "variant": v,
+                    "ok": res.ok,
+                    "failed": res.failed,
+                    "req_s": res.ok / wall[v] if wall[v] else 0.0,
+                    "cpu_us": cpu[v] / res.ok * 1e6 if res.ok else 0.0,
+                    "p50_ms": p50(res.latencies),
+                    "ttfb_p50_ms": p50(res.ttfbs),
+                }
+            )
+        return rows
+    finally:
+        for proc in procs.values():
+            proc.stop()
+        fake.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--serve"]:
+        rest = argv[3:] if argv[2:3] == ["--"] else argv[2:]
+        return serve(argv[1], rest)
+    parser = argparse.ArgumentParser(prog="python -m bench.ablate")
+    parser.add_argument("--preset", default="small", choices=["small", "medium", "large"])
+    parser.add_argument("--model", default="bench-big-openai", help="bench-small-* trims")
+    parser.add_argument("--stream", action="store_true")
+    parser.add_argument("--concurrency", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--seconds", type=float, default=1.5, help="per round and variant")
+    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
+    args = parser.parse_args(argv)
+    OUT.mkdir(parents=True, exist_ok=True)
+    rows = asyncio.run(measure(args))
+    base = rows[0]
+    print(
+        f"preset={args.preset} model={args.model} stream={args.stream} "
+        f"c={args.concurrency} rounds={args.rounds}x{args.seconds}s"
+    )
+    print("| variant | ok / failed | req/s | CPU µs/req | × first | p50 ms | TTFB p50 ms |")
+    print("|---|---|---|---|---|---|---|")
+    for row in rows:
+        ratio = row["cpu_us"] / base["cpu_us"] if base["cpu_us"] else 0.0
+        print(
+            f"| {row['variant']} | {row['ok']} / {row['failed']} | {row['req_s']:.0f} "
+            f"| {row['cpu_us']:.0f} | {ratio:.2f} | {row['p50_ms']:.3f} "
+            f"| {row['ttfb_p50_ms']:.3f} |"
+        )
+    (OUT / "results.json").write_bytes(orjson.dumps(rows, option=orjson.OPT_INDENT_2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
