@@ -39,6 +39,8 @@ class ServerConfig(_Strict):
     # long generation may think for minutes before its first byte.
     read_timeout: float = Field(default=600.0, gt=0)
     max_connections: int = Field(default=1000, ge=1)
+    # trimgate's own HTTP/1.1 client, or aiohttp's ClientSession as a fallback
+    upstream_client: Literal["trimgate", "aiohttp"] = "trimgate"
 
 
 class UpstreamConfig(_Strict):

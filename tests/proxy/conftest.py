@@ -77,12 +77,19 @@ def config_for(fake_url: str, **sections: Any) -> Config:
 
 
 @pytest.fixture
-async def make_stack() -> AsyncIterator[MakeStack]:
+def upstream_client() -> str:
+    """``server.upstream_client`` of the stacks; a module may parametrize it over both."""
+    return "trimgate"
+
+
+@pytest.fixture
+async def make_stack(upstream_client: str) -> AsyncIterator[MakeStack]:
     servers: list[TestServer] = []
     clients: list[TestClient[Any, Any]] = []
 
     async def make(fake: FakeProvider | None = None, **sections: Any) -> Stack:
         fake = fake or FakeProvider()
+        sections["server"] = {"upstream_client": upstream_client, **sections.get("server", {})}
         fake_server = TestServer(fake.app, host="127.0.0.1")
         await fake_server.start_server(auto_decompress=False)  # record bodies as sent
         servers.append(fake_server)

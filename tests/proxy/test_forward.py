@@ -32,6 +32,12 @@ def user_texts(messages: list[dict[str, Any]]) -> list[str]:
     return [m["content"] for m in messages if m["role"] == "user" and isinstance(m["content"], str)]
 
 
+@pytest.fixture(params=["trimgate", "aiohttp"])
+def upstream_client(request: pytest.FixtureRequest) -> str:
+    """Every forwarding test runs with trimgate's own upstream client and with aiohttp's."""
+    return str(request.param)
+
+
 async def test_non_chat_paths_pass_through_byte_for_byte(make_stack: MakeStack) -> None:
     stack = await make_stack(
         FakeProvider(lambda r: Reply(body=b'{"data": [1, 2]}', headers={"x-upstream": "yes"}))

@@ -6,7 +6,6 @@ import asyncio
 import hmac
 from collections.abc import AsyncIterator, Awaitable, Callable
 
-import aiohttp
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
@@ -14,7 +13,7 @@ from trimgate.config import Config
 from trimgate.proxy.events import EventHub
 from trimgate.proxy.forward import Proxy
 from trimgate.proxy.metrics import Metrics
-from trimgate.proxy.upstream import make_session
+from trimgate.proxy.upstream import UpstreamClient, make_client
 
 Sleep = Callable[[float], Awaitable[None]]
 
@@ -38,11 +37,11 @@ class Shared:
         self.registry = registry
         self.metrics = metrics
         self.hub = EventHub(metrics)
-        self.session: aiohttp.ClientSession | None = None
+        self.client: UpstreamClient | None = None
 
-    def get_session(self) -> aiohttp.ClientSession:
-        assert self.session is not None, "the ClientSession lives in the app's cleanup_ctx"
-        return self.session
+    def get_client(self) -> UpstreamClient:
+        assert self.client is not None, "the upstream client lives in the app's cleanup_ctx"
+        return self.client
 
 
 def create_app(
@@ -67,7 +66,7 @@ def create_app(
         admin = config.server.admin_port is None
     app = web.Application(client_max_size=config.server.max_body_bytes)
     proxy = Proxy(
-        config, metrics=shared.metrics, hub=shared.hub, session=shared.get_session, sleep=sleep
+        config, metrics=shared.metrics, hub=shared.hub, client=shared.get_client, sleep=sleep
     )
     app[CONFIG] = config
     app[METRICS] = shared.metrics
@@ -75,15 +74,15 @@ def create_app(
     app[PROXY] = proxy
     app[REGISTRY_KEY] = shared.registry
 
-    async def session_ctx(_: web.Application) -> AsyncIterator[None]:
-        shared.session = make_session(config.server)
+    async def client_ctx(_: web.Application) -> AsyncIterator[None]:
+        shared.client = make_client(config.server)
         try:
             yield
         finally:
-            await shared.session.close()
-            shared.session = None
+            await shared.client.close()
+            shared.client = None
 
-    app.cleanup_ctx.append(session_ctx)
+    app.cleanup_ctx.append(client_ctx)
     if admin:
         _admin_routes(app, shared, metrics_output)
     else:
@@ -146,8 +145,8 @@ def _admin_routes(
         return web.json_response({"status": "ok"})
 
     async def readyz(request: web.Request) -> web.Response:
-        # ready once the proxy app's ClientSession is open (also seen from an admin app)
-        ready = shared.session is not None and not shared.session.closed
+        # ready once the proxy app's upstream client is open (also seen from an admin app)
+        ready = shared.client is not None and not shared.client.closed
         return web.json_response(
             {"status": "ready" if ready else "starting"}, status=200 if ready else 503
         )

@@ -19,7 +19,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-import aiohttp
 import orjson
 from aiohttp import web
 from multidict import CIMultiDict
@@ -53,7 +52,7 @@ Sleep = Callable[[float], Awaitable[None]]
 
 @dataclass(slots=True)
 class Attempt:
-    resp: aiohttp.ClientResponse
+    resp: up.Answer
     head: bytes  # body bytes already read from resp, relayed first
     overflow: Overflow | None
     retry: bool = False
@@ -98,14 +97,14 @@ class Proxy:
         *,
         metrics: Metrics,
         hub: EventHub,
-        session: Callable[[], aiohttp.ClientSession],
+        client: Callable[[], up.UpstreamClient],
         sleep: Sleep = asyncio.sleep,
     ) -> None:
         self.config = config
         self.metrics = metrics
         self.hub = hub
         self.router = Router(config)
-        self._session = session
+        self._client = client
         self._sleep = sleep
         user = [
             CatalogEntry(name=m.name or m.match, match=m.match, context_window=m.context_window)
@@ -315,7 +314,7 @@ class Proxy:
             headers = headers.copy()
             headers.popall("Content-Encoding")
         t = time.perf_counter()
-        resp = await up.send(self._session(), method, url, headers, payload)
+        resp = await self._client().request(method, url, headers, payload)
         self.metrics.for_upstream(route.name)[1].observe(time.perf_counter() - t)
         if codec is None:
             timer.spent += time.perf_counter() - t
@@ -506,9 +505,7 @@ def _decompress(body: bytes, encoding: str, limit: int) -> bytes | None:
     return out
 
 
-async def _sniff_overflow(
-    codec: Codec, resp: aiohttp.ClientResponse
-) -> tuple[bytes, Overflow | None]:
+async def _sniff_overflow(codec: Codec, resp: up.Answer) -> tuple[bytes, Overflow | None]:
     """Read just enough of an answer to tell an overflow, and return those bytes."""
     encoding = resp.headers.get("Content-Encoding", "")
     ctype = resp.headers.get("Content-Type", "").lower()
@@ -562,7 +559,7 @@ class _UsageSniffer:
         "_tokens",
     )
 
-    def __init__(self, chat: Chat, resp: aiohttp.ClientResponse) -> None:
+    def __init__(self, chat: Chat, resp: up.Answer) -> None:
         self._codec = chat.codec
         self._markers = chat.codec.stream_usage_markers
         ctype = resp.headers.get("Content-Type", "").lower()
@@ -666,11 +663,11 @@ async def _relay(
                 sniffer.feed(attempt.head)
             await out.write(attempt.head)
         try:
-            async for chunk in resp.content.iter_any():
+            while chunk := await resp.readany():
                 if sniffer:
                     sniffer.feed(chunk)
                 await out.write(chunk)
-        except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError, TimeoutError):
+        except UpstreamError:
             # The provider broke off mid-answer; the client sees the connection end.
             log.warning("upstream broke off mid-answer", extra={"event": "upstream_truncated"})
             if request.transport is not None:

@@ -1,8 +1,9 @@
-"""The one pooled ClientSession, header filtering, and aiohttp's errors mapped once."""
+"""The upstream client (trimgate's own or aiohttp's), header filtering, errors mapped once."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from typing import Protocol
 
 import aiohttp
 from multidict import CIMultiDict, CIMultiDictProxy
@@ -10,6 +11,9 @@ from yarl import URL
 
 from trimgate.config import ServerConfig
 from trimgate.errors import UpstreamConnectError, UpstreamTimeout
+from trimgate.proxy import h1
+
+KEEPALIVE = 60.0  # seconds an idle upstream connection is kept for reuse
 
 HOP_BY_HOP = frozenset(
     {
@@ -68,84 +72,140 @@ def response_headers(incoming: CIMultiDictProxy[str]) -> CIMultiDict[str]:
     return out
 
 
-def make_session(server: ServerConfig) -> aiohttp.ClientSession:
-    connector = aiohttp.TCPConnector(
+class Answer(Protocol):
+    """An upstream answer as the forwarding code reads it, whichever client made it."""
+
+    @property
+    def status(self) -> int: ...
+    @property
+    def reason(self) -> str | None: ...
+    @property
+    def headers(self) -> CIMultiDictProxy[str]: ...
+    async def readany(self) -> bytes:
+        """Body bytes as they arrive, b"" at the end; raises ``UpstreamError``."""
+        ...
+
+    def release(self) -> None:
+        """Done with it: a fully read connection is pooled again, any other closed."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class UpstreamClient(Protocol):
+    @property
+    def closed(self) -> bool: ...
+    async def request(
+        self, method: str, url: URL, headers: CIMultiDict[str], body: bytes
+    ) -> Answer: ...
+    async def close(self) -> None: ...
+
+
+def make_client(server: ServerConfig) -> UpstreamClient:
+    """The upstream client ``server.upstream_client`` names: trimgate's own, or aiohttp's."""
+    if server.upstream_client == "aiohttp":
+        return AiohttpClient(server)
+    return h1.Client(
         limit=server.max_connections,
-        limit_per_host=0,
-        ttl_dns_cache=300,
-        keepalive_timeout=60,
-    )
-    timeout = aiohttp.ClientTimeout(
-        total=None, connect=server.connect_timeout, sock_read=server.read_timeout
-    )
-    return aiohttp.ClientSession(
-        connector=connector,
-        timeout=timeout,
-        auto_decompress=False,  # compressed answers are relayed as they are
-        skip_auto_headers=("User-Agent", "Accept-Encoding", "Accept", "Content-Type"),
-        cookie_jar=aiohttp.DummyCookieJar(),
-        raise_for_status=False,
+        connect_timeout=server.connect_timeout,
+        read_timeout=server.read_timeout,
+        keepalive=KEEPALIVE,
     )
 
 
-async def send(
-    session: aiohttp.ClientSession,
-    method: str,
-    url: URL,
-    headers: CIMultiDict[str],
-    body: bytes,
-) -> aiohttp.ClientResponse:
-    """Send and wait for the response headers; errors become trimgate's own."""
-    try:
-        return await session.request(
-            method,
-            url,
-            headers=headers,
-            data=body if body else None,
-            allow_redirects=False,
-            compress=None,
+class AiohttpClient:
+    """aiohttp's ClientSession behind the same interface: the fallback client."""
+
+    def __init__(self, server: ServerConfig) -> None:
+        connector = aiohttp.TCPConnector(
+            limit=server.max_connections,
+            limit_per_host=0,
+            ttl_dns_cache=300,
+            keepalive_timeout=KEEPALIVE,
         )
-    except TimeoutError as exc:
-        raise UpstreamTimeout("upstream timed out") from exc
-    except aiohttp.ClientError as exc:
-        raise UpstreamConnectError(f"upstream unreachable: {type(exc).__name__}") from exc
-    except OSError as exc:
-        raise UpstreamConnectError(f"upstream unreachable: {type(exc).__name__}") from exc
+        timeout = aiohttp.ClientTimeout(
+            total=None, connect=server.connect_timeout, sock_read=server.read_timeout
+        )
+        self._session = aiohttp.ClientSession(
+            connector=connector,
+            timeout=timeout,
+            auto_decompress=False,  # compressed answers are relayed as they are
+            skip_auto_headers=("User-Agent", "Accept-Encoding", "Accept", "Content-Type"),
+            cookie_jar=aiohttp.DummyCookieJar(),
+            raise_for_status=False,
+        )
+
+    @property
+    def closed(self) -> bool:
+        return self._session.closed
+
+    async def request(
+        self, method: str, url: URL, headers: CIMultiDict[str], body: bytes
+    ) -> _AiohttpAnswer:
+        try:
+            resp = await self._session.request(
+                method,
+                url,
+                headers=headers,
+                data=body if body else None,
+                allow_redirects=False,
+                compress=None,
+            )
+        except TimeoutError as exc:
+            raise UpstreamTimeout("upstream timed out") from exc
+        except (aiohttp.ClientError, OSError) as exc:
+            raise UpstreamConnectError(f"upstream unreachable: {type(exc).__name__}") from exc
+        return _AiohttpAnswer(resp)
+
+    async def close(self) -> None:
+        await self._session.close()
 
 
-async def read_head(resp: aiohttp.ClientResponse, limit: int) -> tuple[bytes, bool]:
+class _AiohttpAnswer:
+    __slots__ = ("_resp", "headers", "reason", "status")
+
+    def __init__(self, resp: aiohttp.ClientResponse) -> None:
+        self._resp = resp
+        self.status = resp.status
+        self.reason = resp.reason
+        self.headers = resp.headers
+
+    async def readany(self) -> bytes:
+        try:
+            return await self._resp.content.readany()
+        except TimeoutError as exc:
+            raise UpstreamTimeout("upstream timed out") from exc
+        except (aiohttp.ClientError, OSError) as exc:
+            raise UpstreamConnectError(f"upstream failed: {type(exc).__name__}") from exc
+
+    def release(self) -> None:
+        self._resp.release()
+
+    def close(self) -> None:
+        self._resp.close()
+
+
+async def read_head(resp: Answer, limit: int) -> tuple[bytes, bool]:
     """Up to about ``limit`` bytes of the body, and whether that is all of it."""
     chunks: list[bytes] = []
     size = 0
-    try:
-        while size <= limit:
-            chunk = await resp.content.readany()
-            if not chunk:
-                return b"".join(chunks), True
-            chunks.append(chunk)
-            size += len(chunk)
-    except TimeoutError as exc:
-        raise UpstreamTimeout("upstream timed out") from exc
-    except aiohttp.ClientError as exc:
-        raise UpstreamConnectError(f"upstream failed: {type(exc).__name__}") from exc
+    while size <= limit:
+        chunk = await resp.readany()
+        if not chunk:
+            return b"".join(chunks), True
+        chunks.append(chunk)
+        size += len(chunk)
     return b"".join(chunks), False
 
 
-async def read_until(
-    resp: aiohttp.ClientResponse, done: Callable[[bytes], bool], limit: int
-) -> bytes:
+async def read_until(resp: Answer, done: Callable[[bytes], bool], limit: int) -> bytes:
     """Body bytes until ``done(buffer)`` says enough (e.g. a decisive first SSE event)."""
     buf = bytearray()
-    try:
-        while len(buf) <= limit:
-            chunk = await resp.content.readany()
-            if not chunk:
-                break
-            buf += chunk
-            if done(bytes(buf)):
-                break
-    except TimeoutError as exc:
-        raise UpstreamTimeout("upstream timed out") from exc
-    except aiohttp.ClientError as exc:
-        raise UpstreamConnectError(f"upstream failed: {type(exc).__name__}") from exc
+    while len(buf) <= limit:
+        chunk = await resp.readany()
+        if not chunk:
+            break
+        buf += chunk
+        if done(bytes(buf)):
+            break
     return bytes(buf)
