@@ -10,13 +10,14 @@ from trimgate.sse import SSEDecoder, SSEEvent, encode_comment, encode_event
 
 def reference(stream: bytes) -> list[SSEEvent]:
     """The WHATWG rules, read off the whole stream at once (complete lines only)."""
+    stream = stream.removeprefix(b"\xef\xbb\xbf")
     text = stream.replace(b"\r\n", b"\n").replace(b"\r", b"\n").decode("utf-8", "replace")
     events: list[SSEEvent] = []
     data: list[str] = []
     event, last_id = "", None
     for line in text.split("\n")[:-1]:
         if not line:
-            if data or event:
+            if data:
                 events.append(SSEEvent("\n".join(data), event, last_id))
             data, event = [], ""
             continue
@@ -103,3 +104,32 @@ def test_an_overlong_line_is_dropped_not_buffered() -> None:
 def test_encoded_events_decode_back() -> None:
     raw = encode_event("a\nb", event="x", id="3") + encode_comment("ping") + encode_event("c")
     assert SSEDecoder().decode(raw) == [SSEEvent("a\nb", "x", "3"), SSEEvent("c", "", "3")]
+
+
+def test_an_empty_chunk_keeps_a_pending_cr() -> None:
+    d = SSEDecoder()
+    events = d.decode(b"data: a\r") + d.decode(b"") + d.decode(b"\ndata: b\r\n\r\n")
+    assert events == [SSEEvent("a\nb")]
+
+
+def test_a_leading_bom_is_skipped_even_split() -> None:
+    assert SSEDecoder().decode(b"\xef\xbb\xbfdata: x\n\n") == [SSEEvent("x")]
+    d = SSEDecoder()
+    events = d.decode(b"\xef") + d.decode(b"\xbb") + d.decode(b"\xbfdata: y\n\n")
+    assert events == [SSEEvent("y")]
+    assert SSEDecoder().decode(b"\xef\xbb\xbf\xef\xbb\xbfdata: z\n\n") == []  # only one
+
+
+def test_the_tail_of_an_overlong_line_is_not_a_line() -> None:
+    d = SSEDecoder(max_line=16)
+    assert d.decode(b"data: " + b"x" * 40) == []
+    assert d.decode(b"xx\ndata: evil\n\n") == [SSEEvent("evil")]  # a whole line after it counts
+    d = SSEDecoder(max_line=16)
+    assert d.decode(b"data: " + b"x" * 40) + d.decode(b"data: evil\n\n") == []
+    d = SSEDecoder(max_line=16)
+    events = d.decode(b"data: a\n") + d.decode(b"data: " + b"x" * 40) + d.decode(b"\ndata: b\n\n")
+    assert events == [SSEEvent("a\nb")]  # the dropped line's end dispatches nothing
+
+
+def test_an_event_without_data_is_not_dispatched() -> None:
+    assert SSEDecoder().decode(b"event: ping\n\n") == []

@@ -3,13 +3,16 @@
 ``SSEDecoder.decode(chunk)`` takes bytes split anywhere and returns the events
 completed by them; ``flush()`` returns the last event of a stream that ended
 without a blank line. The decoder follows the WHATWG rules that matter for
-relaying: lines end in LF, CRLF or CR; ``data`` lines join with LF; comments
-(``:``) are ignored; a blank line dispatches.
+relaying: a leading BOM is skipped; lines end in LF, CRLF or CR; ``data``
+lines join with LF; comments (``:``) are ignored; a blank line dispatches an
+event that has data. A line longer than ``max_line`` is dropped whole.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+BOM = b"\xef\xbb\xbf"
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,7 +23,16 @@ class SSEEvent:
 
 
 class SSEDecoder:
-    __slots__ = ("_buffer", "_data", "_event", "_id", "_pending_cr", "_size", "max_line")
+    __slots__ = (
+        "_buffer",
+        "_data",
+        "_discard",
+        "_event",
+        "_id",
+        "_pending_cr",
+        "_start",
+        "max_line",
+    )
 
     def __init__(self, max_line: int = 1 << 20) -> None:
         self._buffer = bytearray()
@@ -28,11 +40,22 @@ class SSEDecoder:
         self._event = ""
         self._id: str | None = None
         self._pending_cr = False
-        self._size = 0
+        self._discard = False  # inside a line too long to keep, until its end
+        self._start: bytes | None = b""  # the stream's first bytes, until a BOM is ruled out
         self.max_line = max_line  # a longer line is dropped, not buffered without bound
 
     def decode(self, chunk: bytes) -> list[SSEEvent]:
         events: list[SSEEvent] = []
+        if not chunk:
+            return events
+        if self._start is not None:
+            chunk = self._start + chunk
+            if len(chunk) < 3 and BOM.startswith(chunk):
+                self._start = chunk
+                return events
+            self._start = None
+            if chunk.startswith(BOM):
+                chunk = chunk[3:]
         if self._pending_cr and chunk[:1] == b"\n":
             chunk = chunk[1:]  # the LF of a CRLF split across chunks
         self._pending_cr = False
@@ -44,22 +67,29 @@ class SSEDecoder:
         lines = chunk.split(b"\n")
         tail = lines.pop()  # the unfinished last line (empty when the chunk ends a line)
         if lines:
-            if self._buffer:
+            if self._discard:  # the end of a dropped line, not a line of its own
+                self._discard = False
+                del lines[0]
+            elif self._buffer:
                 self._buffer += lines[0]
                 lines[0] = bytes(self._buffer)
                 self._buffer.clear()
             for raw in lines:
                 self._line(raw, events)
-        if tail:
+        if tail and not self._discard:
             if len(self._buffer) + len(tail) > self.max_line:
                 self._buffer.clear()
+                self._discard = True
             else:
                 self._buffer += tail
         return events
 
     def flush(self) -> list[SSEEvent]:
         events: list[SSEEvent] = []
-        if self._buffer:
+        if self._start:
+            self._buffer += self._start
+            self._start = None
+        if self._buffer and not self._discard:
             self._line(bytes(self._buffer), events)
             self._buffer.clear()
         self._line(b"", events)
@@ -67,7 +97,7 @@ class SSEDecoder:
 
     def _line(self, raw: bytes, events: list[SSEEvent]) -> None:
         if not raw:
-            if self._data or self._event:
+            if self._data:
                 events.append(SSEEvent("\n".join(self._data), self._event, self._id))
             self._data = []
             self._event = ""

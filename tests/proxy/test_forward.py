@@ -491,6 +491,25 @@ async def test_a_bug_in_examination_forwards_the_request_untouched(
     assert stack.fake.requests[0].body == body
 
 
+async def test_a_bug_while_recording_signals_is_logged_not_raised(
+    make_stack: MakeStack, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from trimgate.proxy import forward
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(forward, "record", broken)
+    stack = await make_stack()
+    resp = await stack.client.post("/v1/chat/completions", json=openai_chat(8, model="small-1"))
+    assert resp.status == 200
+    await resp.read()
+    await asyncio.sleep(0)  # the callback has run by now
+    failures = [r for r in caplog.records if getattr(r, "event", None) == "record_error"]
+    assert len(failures) == 1
+    assert failures[0].__dict__["request_id"] == resp.headers["x-trimgate-request-id"]
+
+
 def test_log_lines_never_carry_exception_messages() -> None:
     import logging
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import gzip
+import zlib
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from trimgate.providers.registry import CODECS
-from trimgate.proxy.forward import _UsageSniffer
+from trimgate.proxy.forward import USAGE_JSON_LIMIT, _UsageSniffer
 
 OPENAI_STREAM = (
     b'data: {"choices":[{"delta":{"role":"assistant","content":""}}],"usage":null}\n\n'
@@ -78,3 +79,36 @@ def test_json_answers_are_parsed_once_at_the_end() -> None:
     s.feed(body[:10])
     s.feed(body[10:])
     assert s.prompt_tokens() == 77
+
+
+USAGE = b'data: {"choices":[],"usage":{"prompt_tokens":1234}}\n\n'
+
+
+def test_an_oversized_event_does_not_blind_the_rest_of_the_stream() -> None:
+    big = b'data: {"choices":[{"delta":{"content":"' + b"x" * (USAGE_JSON_LIMIT + 300_000)
+    big += b'"}}]}\n\n'
+    stream = big + USAGE
+    step = 64 * 1024
+    cuts = list(range(step, len(stream), step))
+    assert feed_split("openai", stream, cuts) == 1234
+    # the skipped event ending on a blank line split between two reads
+    end = len(big) - 1
+    assert feed_split("openai", stream, [*range(step, end, step), end]) == 1234
+    # and with the usage event in the same read as the skipped event's end
+    assert feed_split("openai", stream, [*range(step, end - 10, step)]) == 1234
+
+
+def test_a_gzip_read_inflating_past_a_step_keeps_its_tail() -> None:
+    small = b'data: {"choices":[{"delta":{"content":"hi"}}]}\n\n'
+    packed = gzip.compress(small * (USAGE_JSON_LIMIT // len(small) + 100) + USAGE)
+    assert len(packed) < 200_000  # one ordinary read
+    assert feed_split("openai", packed, [], **{"Content-Encoding": "gzip"}) == 1234
+
+
+def test_a_crlf_gzip_stream_with_an_empty_inflated_read() -> None:
+    c = zlib.compressobj(wbits=31)
+    p1 = c.compress(b'data: {"choices":[],\r') + c.flush(zlib.Z_SYNC_FLUSH)
+    p2 = c.compress(b'\ndata: "usage":{"prompt_tokens":7}}\r\n\r\n') + c.flush()
+    assert zlib.decompressobj(31).decompress(p1 + p2[:1])[-1:] == b"\r"
+    stream = p1 + p2
+    assert feed_split("openai", stream, [len(p1), len(p1) + 1], **{"Content-Encoding": "gzip"}) == 7

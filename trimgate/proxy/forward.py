@@ -11,8 +11,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import random
 import re
-import secrets
 import time
 import zlib
 from collections.abc import Awaitable, Callable
@@ -46,7 +46,11 @@ log = logging.getLogger("trimgate")
 ERROR_BODY_LIMIT = 256 * 1024  # an error body read whole to recognise an overflow
 FIRST_EVENT_LIMIT = 64 * 1024
 USAGE_JSON_LIMIT = 8 * 1024 * 1024  # JSON answers larger than this teach no calibration
+INFLATE_STEP = 1024 * 1024  # a compressed answer is inflated for its usage this much at a time
+INFLATE_PER_READ = 64 * 1024 * 1024  # more from one read: a bomb, no count is read from it
 MAX_CALIBRATED_MODELS = 1024
+# Request ids are unique, not secret: a PRNG seeded from os.urandom, no syscall per request.
+_IDS = random.Random()
 Sleep = Callable[[float], Awaitable[None]]
 
 
@@ -122,7 +126,7 @@ class Proxy:
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         started = time.perf_counter()
-        request_id = secrets.token_hex(8)
+        request_id = f"{_IDS.getrandbits(64):016x}"
         raw_path = request.raw_path.partition("?")[0]
         if request.method == "CONNECT" or not raw_path.startswith("/"):
             return _refuse(request_id)
@@ -269,9 +273,12 @@ class Proxy:
 
         if chat is None:  # pass-through: byte for byte
             final = await send(body)
-            self._count(route, "other", final.resp.status)
-            self._overhead(route, started, timer)
-            return await _relay(request, final, extra, None)
+            try:
+                self._count(route, "other", final.resp.status)
+                self._overhead(route, started, timer)
+                return await _relay(request, final, extra, None)
+            finally:
+                final.resp.release()  # also when the relay never started: the slot comes back
 
         send_body = chat.send_body
         if _unreadable_encodings(headers.get("Accept-Encoding", "")):
@@ -279,22 +286,23 @@ class Proxy:
             # encodings it can inflate; the answer is still relayed compressed
             headers["Accept-Encoding"] = "gzip, deflate"
         final, outcome = await self._with_retries(chat, send, send_body, request_id)
-        outcome.attribution = attribution(request.headers)
-        extra.update(response_headers(outcome))
-        status = final.resp.status
-        self._count(route, chat.label, status)
-        self._overhead(route, started, timer)
-        # Metrics, the event and the log lines go out as soon as the handler first
-        # waits (the relay's first read), after the answer's first bytes: not in
-        # the time to first byte.
-        asyncio.get_running_loop().call_soon(
-            functools.partial(record, outcome, self.metrics, self.hub, status=status)
-        )
-        sniffer = _UsageSniffer(chat, final.resp) if status < 300 else None
-        response = await _relay(request, final, extra, sniffer)
-        if sniffer is not None:
-            self._learn(chat, sniffer.prompt_tokens(), outcome.report)
-        return response
+        try:
+            outcome.attribution = attribution(request.headers)
+            extra.update(response_headers(outcome))
+            status = final.resp.status
+            self._count(route, chat.label, status)
+            self._overhead(route, started, timer)
+            # Metrics, the event and the log lines go out as soon as the handler first
+            # waits (the relay's first read), after the answer's first bytes: not in
+            # the time to first byte.
+            asyncio.get_running_loop().call_soon(_record, outcome, self.metrics, self.hub, status)
+            sniffer = _UsageSniffer(chat, final.resp) if status < 300 else None
+            response = await _relay(request, final, extra, sniffer)
+            if sniffer is not None:
+                self._learn(chat, sniffer.prompt_tokens(), outcome.report)
+            return response
+        finally:
+            final.resp.release()  # the relay releases it too; this covers a failure before
 
     async def _send(
         self,
@@ -437,6 +445,21 @@ class Proxy:
 # --- helpers ---------------------------------------------------------------
 
 
+def _record(outcome: Outcome, metrics: Metrics, hub: EventHub, status: int) -> None:
+    """``record`` run as a loop callback: a failure is logged with the request's id."""
+    try:
+        record(outcome, metrics, hub, status=status)
+    except Exception as exc:
+        log.exception(
+            "recording a request's signals failed",
+            extra={
+                "event": "record_error",
+                "request_id": outcome.request_id,
+                "error_type": type(exc).__name__,
+            },
+        )
+
+
 def make_policy(
     tc: TrimmingConfig,
     window: int,
@@ -555,6 +578,7 @@ class _UsageSniffer:
         "_markers",
         "_parts",
         "_pending",
+        "_skipping",
         "_sse",
         "_tokens",
     )
@@ -574,21 +598,43 @@ class _UsageSniffer:
         # the stream's bytes since its last event boundary, while it is cut by byte search
         self._parts: list[bytes] | None = [] if sse else None
         self._pending = 0
+        self._skipping = False  # inside an event too long to decode, until its end
         self._sse: SSEDecoder | None = None  # a full decoder, once CR line ends show up
         self._buf: bytearray | None = (
             bytearray() if readable and not sse and "json" in ctype else None
         )
         self._tokens: int | None = None
 
+    def _stop(self) -> None:
+        self._parts = self._sse = self._buf = None
+
+    def _active(self) -> bool:
+        return self._parts is not None or self._sse is not None or self._buf is not None
+
     def feed(self, chunk: bytes) -> None:
-        if self._parts is None and self._sse is None and self._buf is None:
+        if not self._active():
             return
-        if self._inflate is not None:
-            try:
-                chunk = self._inflate.decompress(chunk, USAGE_JSON_LIMIT)
-            except zlib.error:
-                self._parts = self._sse = self._buf = None
-                return
+        inflate = self._inflate
+        if inflate is None:
+            self._feed_plain(chunk)
+            return
+        try:  # in bounded steps: one compressed read may inflate to far more than a step
+            data = inflate.decompress(chunk, INFLATE_STEP)
+            self._feed_plain(data)
+            budget = INFLATE_PER_READ
+            while inflate.unconsumed_tail and self._active():
+                budget -= len(data)
+                if budget <= 0:
+                    self._stop()
+                    return
+                data = inflate.decompress(inflate.unconsumed_tail, INFLATE_STEP)
+                self._feed_plain(data)
+        except zlib.error:
+            self._stop()
+
+    def _feed_plain(self, chunk: bytes) -> None:
+        if not chunk:
+            return
         if self._parts is not None:
             self._feed_stream(chunk)
         elif self._sse is not None:
@@ -603,6 +649,9 @@ class _UsageSniffer:
         parts = self._parts
         assert parts is not None
         if b"\r" in chunk:  # CR line ends: event boundaries are not a plain b"\n\n"
+            if self._skipping:  # (an oversized event in a CR stream: no more counts)
+                self._stop()
+                return
             self._parts = None
             self._sse = SSEDecoder()
             self._events(self._sse.decode(b"".join(parts) + chunk))
@@ -614,17 +663,27 @@ class _UsageSniffer:
             end = 1  # the blank line straddles two chunks
         else:
             self._pending += len(chunk)
-            # an event longer than the limit teaches nothing
-            if self._pending > USAGE_JSON_LIMIT:
-                self._parts = None
+            if self._skipping or self._pending > USAGE_JSON_LIMIT:
+                # an event longer than the limit teaches nothing: only its last byte is
+                # kept, to see a blank line that straddles two chunks
+                self._skipping = True
+                self._parts = [chunk[-1:]]
             else:
                 parts.append(chunk)
             return
-        complete = b"".join(parts) + chunk[:end] if parts else chunk[:end]
         rest = chunk[end:]
         self._parts = [rest] if rest else []
         self._pending = len(rest)
-        if any(marker in complete for marker in self._markers):
+        if self._skipping:
+            # the skipped event ends at its first blank line; later events in this
+            # chunk up to ``end`` are whole and are read
+            self._skipping = False
+            straddled = chunk[:1] == b"\n" and parts[-1:] == [b"\n"]
+            first = 1 if straddled else chunk.find(b"\n\n") + 2
+            complete = chunk[first:end]
+        else:
+            complete = b"".join(parts) + chunk[:end] if parts else chunk[:end]
+        if complete and any(marker in complete for marker in self._markers):
             self._events(SSEDecoder().decode(complete))  # it starts and ends at a boundary
 
     def _events(self, events: list[SSEEvent]) -> None:
@@ -689,6 +748,8 @@ _DOT_SEGMENT = re.compile(r"(?:^|/)(?:\.|%2e){1,2}(?:/|$)", re.IGNORECASE)
 
 def _unsafe_path(raw: str, decoded: str) -> bool:
     """A path that could climb out of an upstream's base path once decoded."""
+    if "." not in raw and "%" not in raw and "//" not in raw and "\\" not in decoded:
+        return False  # the common path: nothing a dot segment could be made of
     return (
         "//" in raw
         or _DOT_SEGMENT.search(raw) is not None
