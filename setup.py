@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from setuptools import setup
@@ -43,18 +44,34 @@ class OptionalBuildExt(build_ext):
     """
 
     def run(self) -> None:
+        inplace = self.inplace  # setuptools' run() clears it and restores it only on success
         try:
             super().run()
         except Exception as exc:  # no compiler, no headers: the pure modules still work
-            for ext in self.extensions:
-                path = self.get_ext_fullpath(ext.name)  # in place too, for editable installs
+            self.inplace = False
+            paths = [self.get_ext_fullpath(ext.name) for ext in self.extensions]
+            if inplace:  # an editable install builds next to the sources
+                self.inplace = True
+                paths += [self.get_ext_fullpath(ext.name) for ext in self.extensions]
+            for path in paths:
                 if os.path.exists(path):
                     os.remove(path)
+            remove_inplace_builds()  # and any left from an earlier build
             print(
                 f"trimgate: compiling the core failed ({type(exc).__name__}: {exc}); "
                 "installing it as pure Python",
                 file=sys.stderr,
             )
+
+
+def remove_inplace_builds() -> None:
+    """Compiled modules next to the sources (an earlier editable install): a pure build
+    must not leave them to shadow the new sources, or to miss their shared runtime."""
+    root = Path(__file__).parent
+    stale = [p for source in COMPILED for p in root.glob(source.removesuffix(".py") + ".*.so")]
+    stale += root.glob("*__mypyc*.so")
+    for path in stale:
+        path.unlink()
 
 
 def ext_modules() -> list[Any]:
@@ -75,4 +92,7 @@ def ext_modules() -> list[Any]:
         return []
 
 
-setup(ext_modules=ext_modules(), cmdclass={"build_ext": OptionalBuildExt})
+EXTENSIONS = ext_modules()
+if not EXTENSIONS:
+    remove_inplace_builds()
+setup(ext_modules=EXTENSIONS, cmdclass={"build_ext": OptionalBuildExt})
