@@ -14,8 +14,11 @@
 #   parse        orjson.loads of the body, then forwarded as a pass-through
 #   decode       parse + codec decode, then as a pass-through
 #   examine      the whole examination (decode, policy, plan), then as a pass-through
+#   nosignals    trimgate as it is, but no metrics, event or log lines recorded
+#   nousage      trimgate as it is, but no usage read from answers (no calibration)
 # The differences between neighbours are what each step costs; the rest of "full" over
-# "examine" is the chat path's own work (headers, signals, usage sniffing). The patches touch
+# "examine" is the chat path's own work (headers, signals, usage sniffing), of which
+# "full" minus "nosignals" and "full" minus "nousage" are two parts. The patches touch
 # the interpreted shell only (trimgate.proxy.forward); the compiled core runs unchanged.
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from bench.__main__ import ROOT, Proc, free_port, trimgate_config
 from bench.fake_provider import install_uvloop
 from bench.load import Pool, RequestSpec, RoundResult, run_round
 
-VARIANTS = ("passthrough", "full", "shell", "parse", "decode", "examine")
+VARIANTS = ("passthrough", "full", "shell", "parse", "decode", "examine", "nosignals", "nousage")
 OUT = ROOT / "bench" / "out" / "ablate"
 
 
@@ -58,7 +61,21 @@ def patch(variant: str) -> None:
                     CODECS[route.wire_format].decode(data, path=route.path, options=self._options)
         return None, None
 
-    if variant != "full":
+    def no_record(*args: Any) -> None:
+        return None
+
+    class NoUsage(forward._UsageSniffer):
+        def feed(self, chunk: bytes) -> None:
+            return None
+
+        def prompt_tokens(self) -> int | None:
+            return None
+
+    if variant == "nosignals":
+        setattr(forward, "_record", no_record)  # noqa: B010 - replaced on purpose
+    elif variant == "nousage":
+        setattr(forward, "_UsageSniffer", NoUsage)  # noqa: B010
+    elif variant != "full":
         setattr(forward.Proxy, "_examine", examine)  # noqa: B010 - a method replaced on purpose
 
 

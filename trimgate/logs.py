@@ -7,9 +7,12 @@ cannot reach a log.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
+import os
 import sys
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -59,14 +62,116 @@ class JsonFormatter(logging.Formatter):
         return orjson.dumps(line, default=str).decode()
 
 
+FLUSH_AFTER = 0.05  # seconds an info line may wait in the buffer
+MAX_PENDING = 256  # lines
+
+
+class JsonHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """JSON lines to a stream, written in batches.
+
+    A line below WARNING waits at most ``FLUSH_AFTER`` seconds (or ``MAX_PENDING``
+    lines) for others to go with it in one write: one system call per batch, not
+    per request. A warning or worse is written at once, after what waits before
+    it. Outside an event loop every line is written at once.
+    """
+
+    def __init__(self, stream: Any) -> None:
+        super().__init__(stream)
+        self.setFormatter(JsonFormatter())
+        self._pending: list[str] = []
+        self._timer: asyncio.TimerHandle | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            line = self.format(record)
+        except Exception:
+            self.handleError(record)
+            return
+        self.write_line(line, record.levelno)
+
+    def write_line(self, line: str, level: int) -> None:
+        self._pending.append(line)
+        if level >= logging.WARNING or len(self._pending) >= MAX_PENDING:
+            self.flush()
+        elif self._timer is None:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                self.flush()
+                return
+            self._timer = loop.call_later(FLUSH_AFTER, self._flush_due)
+
+    def _flush_due(self) -> None:
+        self._timer = None
+        self.flush()
+
+    def flush(self) -> None:
+        with self.lock:  # type: ignore[union-attr]
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            if self._pending:
+                lines = "\n".join(self._pending) + "\n"
+                self._pending.clear()
+                try:
+                    self.stream.write(lines)
+                    self.stream.flush()
+                except Exception:
+                    pass  # a closed or broken stream: nothing better to do with the lines
+
+
+_HANDLER: JsonHandler | None = None  # the one setup() installed
+
+
+def line(logger: logging.Logger, level: int, msg: str, fields: dict[str, Any]) -> None:
+    """``logger.log(level, msg, extra=fields)``, the same JSON line, for lines on the hot
+    path: written straight to trimgate's handler, without a LogRecord, while nothing
+    else (another handler, a filter) would see the record. Otherwise through logging."""
+    if not logger.isEnabledFor(level):
+        return
+    handler = _HANDLER
+    root = logging.root
+    if (
+        handler is None
+        or len(root.handlers) != 1
+        or root.handlers[0] is not handler
+        or logger.handlers
+        or logger.filters
+        or root.filters
+        or handler.filters
+        or not logger.propagate
+        or logger.parent is not root
+    ):
+        logger.log(level, msg, extra=fields)
+        return
+    formatter = handler.formatter
+    assert isinstance(formatter, JsonFormatter)
+    data: dict[str, Any] = {
+        "ts": formatter._timestamp(time.time()),
+        "level": logging.getLevelName(level).lower(),
+        "logger": logger.name,
+        "pid": os.getpid(),
+        "msg": msg,
+    }
+    data.update(fields)
+    with handler.lock:  # type: ignore[union-attr]
+        handler.write_line(orjson.dumps(data, default=str).decode(), level)
+
+
+def flush() -> None:
+    """Write what waits (before a process ends without logging.shutdown)."""
+    for handler in logging.getLogger().handlers:
+        handler.flush()
+
+
 def setup(level: str = "INFO") -> None:
     # The logging HOWTO's "Optimization" switches: no caller lookup (a frame walk
     # per record), no thread names; records keep the pid (workers).
     logging._srcfile = None
     logging.logThreads = False
     logging.logMultiprocessing = False
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonFormatter())
+    global _HANDLER
+    handler = _HANDLER = JsonHandler(sys.stderr)
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)

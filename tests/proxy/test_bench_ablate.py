@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import orjson
 import pytest
 
@@ -9,6 +11,7 @@ from bench import ablate
 from tests.proxy.bodies import openai_chat
 from tests.proxy.conftest import MakeStack
 from trimgate.proxy import forward
+from trimgate.proxy.app import PROXY
 
 
 @pytest.mark.parametrize("variant", ["full", "shell", "parse", "decode", "examine"])
@@ -28,3 +31,24 @@ async def test_each_variant_forwards_as_it_says(
     else:  # examined or not, forwarded untouched and without trimgate's report
         assert sent.body == body
         assert "x-trimgate-trimmed" not in resp.headers
+
+
+@pytest.mark.parametrize("variant", ["nosignals", "nousage"])
+async def test_the_chat_path_variants_switch_off_their_part(
+    variant: str, make_stack: MakeStack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(forward, "_record", forward._record)  # restored after
+    monkeypatch.setattr(forward, "_UsageSniffer", forward._UsageSniffer)
+    ablate.patch(variant)
+    stack = await make_stack()
+    resp = await stack.client.post("/v1/chat/completions", json=openai_chat(8, model="small-1"))
+    assert resp.status == 200 and resp.headers["x-trimgate-trimmed"] == "true"
+    await resp.read()
+    await asyncio.sleep(0)
+    labels = {"upstream": "openai", "model": "small-*", "reason": "preemptive"}
+    trims = stack.metric("trimgate_trims_total", **labels)
+    proxy = stack.app[PROXY]
+    if variant == "nosignals":
+        assert trims == 0 and proxy.calibration  # usage still read
+    else:
+        assert trims == 1 and not proxy.calibration

@@ -14,6 +14,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, generate_latest
 
 import trimgate
+from trimgate import logs
 from trimgate.config import Config
 from trimgate.proxy.app import Shared, create_admin_app, create_app
 from trimgate.proxy.metrics import Metrics
@@ -109,6 +110,7 @@ async def run_server(
             await runner.cleanup()
         if link is not None:
             await link.close()
+        logs.flush()
 
 
 def _multiprocess_output() -> Callable[[], bytes]:

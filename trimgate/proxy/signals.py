@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from trimgate import logs
 from trimgate.proxy.events import EventHub
 from trimgate.proxy.metrics import Metrics
 from trimgate.trimming.pipeline import TrimReport
@@ -152,21 +153,19 @@ def record(o: Outcome, metrics: Metrics, hub: EventHub, *, status: int) -> None:
             "context overflow persisted and nothing more could be dropped",
             extra={"event": "trim_exhausted", **base, "retries": o.retries},
         )
-    if log.isEnabledFor(logging.INFO):
-        log.info(
-            "request",
-            extra={
-                "event": "request",
-                **base,
-                "status": status,
-                "trimmed": r.trimmed,
-                "tokens_before": r.tokens_before,
-                "tokens_after": r.tokens_after,
-                "budget": r.budget,
-                "retries": o.retries,
-                "shadow": o.shadow,
-            },
-        )
+    if log.isEnabledFor(logging.INFO):  # one line per request: the hot path of logging
+        fields = {
+            "event": "request",
+            **base,
+            "status": status,
+            "trimmed": r.trimmed,
+            "tokens_before": r.tokens_before,
+            "tokens_after": r.tokens_after,
+            "budget": r.budget,
+            "retries": o.retries,
+            "shadow": o.shadow,
+        }
+        logs.line(log, logging.INFO, "request", fields)
 
 
 def event_payload(o: Outcome) -> dict[str, object]:

@@ -160,8 +160,11 @@ def worker_main(data: dict[str, Any], socket_path: str, slot: int) -> None:
     logs.setup()
     install_uvloop()
     config = parse_config(data)
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(run_server(config, reuse_port=True, relay_path=socket_path))
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(run_server(config, reuse_port=True, relay_path=socket_path))
+    finally:
+        logs.flush()  # a worker process ends without logging.shutdown
 
 
 class WorkerLink:
