@@ -66,6 +66,27 @@ async def test_non_chat_paths_pass_through_byte_for_byte(make_stack: MakeStack) 
     assert rec.headers["Host"] == f"127.0.0.1:{stack.fake_server.port}"
 
 
+async def test_answer_headers_relayed_without_hop_by_hop_ones_and_ours_win(
+    make_stack: MakeStack,
+) -> None:
+    headers = {
+        "X-Keep": "1",
+        "Keep-Alive": "timeout=5",
+        "Connection": "keep-alive, X-Drop",
+        "X-Drop": "1",
+        "X-Trimgate-Request-Id": "from-upstream",
+        "Set-Cookie": "a=1",
+    }
+    fake = FakeProvider().then(json_reply(openai_ok(), **headers))
+    stack = await make_stack(fake)
+    resp = await stack.client.post("/v1/chat/completions", json=openai_chat(2, model="gpt-4o"))
+    assert resp.status == 200
+    assert resp.headers["X-Keep"] == "1" and resp.headers["Set-Cookie"] == "a=1"
+    assert "X-Drop" not in resp.headers and "Keep-Alive" not in resp.headers
+    assert resp.headers.getall("x-trimgate-request-id") != ["from-upstream"]
+    assert len(resp.headers.getall("x-trimgate-request-id")) == 1
+
+
 async def test_get_models_passes_through(make_stack: MakeStack) -> None:
     stack = await make_stack(FakeProvider(lambda r: json_reply({"data": [{"id": "gpt-4o"}]})))
     resp = await stack.client.get("/v1/models")

@@ -709,10 +709,8 @@ async def _relay(
 ) -> web.StreamResponse:
     resp = attempt.resp
     try:
-        headers = up.response_headers(resp.headers)
-        for k, v in extra.items():
-            headers[k] = v
-        out = web.StreamResponse(status=resp.status, reason=resp.reason, headers=headers)
+        out = web.StreamResponse(status=resp.status, reason=resp.reason)
+        out.headers.extend(up.response_headers(resp.headers, extra))
         length = resp.headers.get("Content-Length")
         if length is not None and length.isdigit():
             out.content_length = int(length)

@@ -61,14 +61,18 @@ def request_headers(
     return out
 
 
-def response_headers(incoming: CIMultiDictProxy[str]) -> CIMultiDict[str]:
-    extra = _connection_tokens(incoming)
-    out: CIMultiDict[str] = CIMultiDict()
-    for key, value in incoming.items():
-        k = key.lower()
-        if k in DROP_RESPONSE or k in extra:
-            continue
-        out.add(key, value)
+def response_headers(
+    incoming: CIMultiDictProxy[str], ours: Mapping[str, str]
+) -> list[tuple[str, str]]:
+    """The provider's headers a client gets, then ``ours`` (lower-case names), which
+    take the place of any the provider sent under the same names."""
+    extra = _connection_tokens(incoming) if "connection" in incoming else ()
+    out = [
+        (key, value)
+        for key, value in incoming.items()
+        if (k := key.lower()) not in DROP_RESPONSE and k not in ours and k not in extra
+    ]
+    out.extend(ours.items())
     return out
 
 
