@@ -7,7 +7,7 @@
 #   direct       the load generator talks to the fake provider itself
 #   passthrough  bench/passthrough.py in front of the fake (the floor for a Python proxy)
 #   trimgate     python -m trimgate serve in front of the fake
-#   trimgate_w2  the same with --workers 2 (only in the workers2 scenario)
+#   trimgate_w2  the same with --workers 2 (only in the workers2_* scenarios)
 # Proxy CPU is utime+stime from /proc/PID/stat (the whole process tree for --workers 2),
 # read around each round; peak RSS is VmHWM, reset per scenario through clear_refs.
 # Every loop is bounded in count and in time; the whole run has a deadline.
@@ -366,6 +366,15 @@ SCENARIOS: tuple[Scenario, ...] = (
         "small JSON, concurrency 32, trimgate --workers 2 alongside --workers 1",
         concurrency=32,
         extra_targets=("trimgate_w2",),
+    ),
+    Scenario(
+        "workers2_medium_over_c8",
+        "medium over budget (trimgate's own CPU the bottleneck), --workers 2 alongside 1",
+        preset="medium",
+        model="bench-small-openai",
+        concurrency=8,
+        extra_targets=("trimgate_w2",),
+        note="direct/passthrough forward the full body",
     ),
 )
 
