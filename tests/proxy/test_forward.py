@@ -77,7 +77,7 @@ async def test_answer_headers_relayed_without_hop_by_hop_ones_and_ours_win(
         "X-Trimgate-Request-Id": "from-upstream",
         "Set-Cookie": "a=1",
     }
-    fake = FakeProvider().then(json_reply(openai_ok(), **headers))
+    fake = FakeProvider().then(json_reply(openai_ok(), 200, **headers))
     stack = await make_stack(fake)
     resp = await stack.client.post("/v1/chat/completions", json=openai_chat(2, model="gpt-4o"))
     assert resp.status == 200

@@ -458,6 +458,169 @@ async def test_tls_verified_against_the_trust_store(monkeypatch: pytest.MonkeyPa
         await runner.cleanup()
 
 
+async def test_an_answer_before_the_upload_is_sent_does_not_pool_the_connection() -> None:
+    writers = []
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writers.append(writer)
+        await reader.readuntil(b"\r\n\r\n")  # the body is never read: an early 413
+        writer.write(b"HTTP/1.1 413 Payload Too Large\r\nContent-Length: 2\r\n\r\nno")
+        await writer.drain()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    c = client()
+    url = URL(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1/chat/completions")
+    resp = await fetch(c, url, body=b"x" * (32 << 20))
+    assert resp.status == 413 and await resp.read() == b"no"
+    resp.release()
+    pooled = c.idle_count()
+    await c.close()
+    for w in writers:
+        w.close()
+    server.close()
+    await server.wait_closed()
+    assert pooled == 0  # MBs of that body are still queued behind it
+
+
+async def test_both_framings_the_coding_wins_and_no_length_is_passed_on(scripted: Any) -> None:
+    raw = (
+        b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\nTransfer-Encoding: chunked\r\n\r\n"
+        b"2\r\n{}\r\n0\r\n\r\n"
+    )
+    server = await scripted(answer(raw))
+    c = client()
+    resp = await fetch(c, server.url)
+    assert "Content-Length" not in resp.headers  # a relay must not promise 100 bytes
+    assert await resp.read() == b"{}"
+    resp.release()
+    assert c.idle_count() == 0  # and the connection is not trusted again
+    await c.close()
+
+
+async def test_transfer_codings_over_several_headers(scripted: Any) -> None:
+    raw = (
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n\r\n"
+        b"2\r\nhi\r\n0\r\n\r\n"
+    )
+    server = await scripted(answer(raw))
+    c = client()
+    resp = await fetch(c, server.url)
+    assert await resp.read() == b"hi"  # framed by the last coding: chunked
+    resp.release()
+    await c.close()
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"HTTP/1.1 200 OK\nContent-Length: 11\n\ndata: x\r\n\r\n",
+        b"HTTP/1.1 100 Continue\n\nHTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\ndata: x\r\n\r\n",
+    ],
+    ids=["lf-head-crlf-body", "lf-interim-crlf-head"],
+)
+async def test_the_first_blank_line_ends_the_head(scripted: Any, raw: bytes) -> None:
+    server = await scripted(answer(raw))
+    c = client(read_timeout=0.5)
+    resp = await fetch(c, server.url)
+    assert "data" not in resp.headers
+    assert await resp.read() == b"data: x\r\n\r\n"
+    resp.release()
+    await c.close()
+
+
+async def test_a_head_in_one_byte_reads() -> None:
+    head = b"HTTP/1.1 200 OK\r\n" + b"".join(b"X-%d: %s\r\n" % (i, b"v" * 50) for i in range(400))
+    raw = head + b"Content-Length: 2\r\n\r\nok"
+
+    async def run() -> None:
+        c = client()
+        conn = h1._Conn(c, ("http", "x", 80))
+        conn.connection_made(_Transport())  # type: ignore[arg-type]
+        waiter = conn.begin(False)
+        for i in range(len(raw)):
+            conn.data_received(raw[i : i + 1])
+        resp = waiter.result()
+        assert resp.headers["X-399"] == "v" * 50 and await resp.read() == b"ok"
+
+    await run()  # linear: the head is searched once, not again from its start per read
+
+
+async def test_a_nul_in_a_header_is_a_502_either_way(scripted: Any) -> None:
+    server = await scripted(answer(b"HTTP/1.1 200 OK\r\nX-A: a\0b\r\nContent-Length: 0\r\n\r\n"))
+    c = client()
+    with pytest.raises(h1.ProtocolError):
+        await fetch(c, server.url)
+    with pytest.raises(UpstreamConnectError, match="NUL"):
+        await c.request("POST", server.url, CIMultiDict({"X-A": "a\0b"}), b"{}")
+    await c.close()
+
+
+async def test_idle_connections_past_keepalive_are_closed(scripted: Any) -> None:
+    server = await scripted(answer(JSON_OK))
+    c = client(keepalive=0.2)
+    for resp in await asyncio.gather(*(fetch(c, server.url) for _ in range(5))):
+        await resp.read()
+        resp.release()
+    assert c.idle_count() == 5
+    for _ in range(6):  # steady traffic, one at a time: only the warmest is reused
+        resp = await fetch(c, server.url)
+        await resp.read()
+        resp.release()
+        await asyncio.sleep(0.1)
+    assert c.idle_count() == 1 and len(c._open) == 1
+    await asyncio.sleep(0.5)  # and with no traffic at all, the sweep closes the last one
+    assert c.idle_count() == 0 and not c._open
+    await c.close()
+
+
+async def test_waiting_for_a_free_connection_is_bounded(scripted: Any) -> None:
+    server = await scripted(answer(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"))
+    c = client(limit=1, connect_timeout=0.2)
+    first = await fetch(c, server.url)  # a long stream holding the only connection
+    with pytest.raises(UpstreamTimeout, match="free connection"):
+        await asyncio.wait_for(fetch(c, server.url), 2)
+    first.close()
+    await c.close()
+
+
+async def test_an_idempotent_request_is_resent_once_after_an_idle_close_race(
+    scripted: Any,
+) -> None:
+    seen: dict[int, int] = {}
+
+    async def script(_: bytes, __: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        seen[id(writer)] = seen.get(id(writer), 0) + 1
+        if seen[id(writer)] == 1:
+            writer.write(JSON_OK)
+            await writer.drain()
+        else:
+            writer.close()  # as if its idle timeout fired as the request went out
+
+    server = await scripted(script)
+    c = client()
+    for _ in range(2):
+        resp = await c.request("GET", server.url, CIMultiDict(), b"")
+        assert await resp.read() == b'{"ok":true}'
+        resp.release()
+    assert server.connections == 2  # the second GET went out twice, the second time anew
+    with pytest.raises(UpstreamConnectError, match="before answering"):
+        await fetch(c, server.url)  # a POST on a reused connection is never resent
+    assert server.connections == 2
+    await c.close()
+
+
+async def test_an_answer_read_to_its_end_frees_its_connection_unasked(scripted: Any) -> None:
+    server = await scripted(answer(JSON_OK))
+    c = client(limit=1)
+    first = await fetch(c, server.url)
+    await first.read()  # no release(): reading to the end is enough
+    second = await asyncio.wait_for(fetch(c, server.url), 1)
+    await second.read()
+    first.close()  # late and idempotent: the pooled connection is left alone
+    assert c.idle_count() == 1 and server.connections == 1
+    await c.close()
+
+
 # --- the parser, fed answers cut anywhere -----------------------------------
 
 
@@ -477,6 +640,9 @@ class _Transport:
 
     def pause_reading(self) -> None:
         pass
+
+    def get_write_buffer_size(self) -> int:
+        return 0
 
     def resume_reading(self) -> None:
         pass
@@ -525,3 +691,55 @@ def test_any_cut_of_an_answer_gives_the_same_body(
 
     got, reusable = asyncio.run(run())
     assert got == body and reusable
+
+
+# --- the same on uvloop, the loop `trimgate serve` runs ----------------------
+
+
+async def _tls_on_uvloop() -> None:
+    with pytest.MonkeyPatch.context() as patch:
+        await test_tls_verified_against_the_trust_store(patch)
+
+
+UVLOOP_TESTS: list[Callable[..., Awaitable[None]]] = [
+    _tls_on_uvloop,
+    test_request_bytes_and_keepalive_reuse,
+    test_chunked_answer_with_extensions_and_trailers,
+    test_chunks_arrive_as_they_are_sent,
+    test_body_until_close,
+    test_a_connection_the_server_closed_while_idle_is_not_used,
+    test_closed_before_answering_and_mid_answer,
+    test_read_timeouts,
+    test_reading_pauses_while_the_body_is_not_read,
+    test_an_answer_before_the_upload_is_sent_does_not_pool_the_connection,
+    test_an_idempotent_request_is_resent_once_after_an_idle_close_race,
+]
+
+
+@pytest.mark.parametrize("test", UVLOOP_TESTS, ids=lambda f: f.__name__.strip("_"))
+def test_on_uvloop(test: Callable[..., Awaitable[None]]) -> None:
+    import inspect
+
+    import uvloop
+
+    async def run() -> None:
+        assert type(asyncio.get_running_loop()).__module__.startswith("uvloop")
+        servers: list[Scripted] = []
+
+        async def make(script: Script) -> Scripted:
+            server = Scripted(script)
+            await server.start()
+            servers.append(server)
+            return server
+
+        try:
+            if inspect.signature(test).parameters:
+                await test(make)
+            else:
+                await test()
+        finally:
+            for server in servers:
+                await server.close()
+
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        runner.run(run())

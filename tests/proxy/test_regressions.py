@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import gzip
 
 import orjson
+from aiohttp.test_utils import TestServer
+from prometheus_client import CollectorRegistry
 
 from tests.builders import conv, msg
 from tests.fakes import FakeProvider, Reply, json_reply, openai_ok, openai_overflow, sse_data
-from tests.proxy.bodies import openai_chat, responses_input
-from tests.proxy.conftest import MakeStack, raw_request
+from tests.proxy.bodies import anthropic_messages, openai_chat, responses_input
+from tests.proxy.conftest import MakeStack, config_for, raw_request
 from trimgate.history import Role
+from trimgate.proxy import h1
+from trimgate.proxy.app import PROXY, create_app
 from trimgate.trimming.cap import cap_messages
 
 
@@ -141,3 +147,82 @@ async def test_gemini_uploads_go_to_the_gemini_upstream(make_stack: MakeStack) -
     )
     resp = await stack.client.post("/upload/v1beta/files", data=b"x")
     assert resp.status == 502 and fake.requests == []  # routed to gemini (unreachable here)
+
+
+async def test_both_framings_from_the_provider_never_desync_the_client() -> None:
+    """Content-Length and chunked together: the coding frames the body, and the client
+    must not be promised the length (its next answer would be read as this body)."""
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError):
+                while await reader.readuntil(b"\r\n\r\n"):
+                    writer.write(
+                        b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n"
+                        b"Transfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n"
+                    )
+                    await writer.drain()
+        finally:
+            writer.close()
+
+    upstream = await asyncio.start_server(serve, "127.0.0.1", 0)
+    port = upstream.sockets[0].getsockname()[1]
+    app = create_app(config_for(f"http://127.0.0.1:{port}"), registry=CollectorRegistry())
+    proxy = TestServer(app, host="127.0.0.1")
+    await proxy.start_server()
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", proxy.port)
+        writer.write(b"GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n" * 2)
+        got = b""
+        for _ in range(20):  # bounded: both answers, chunked, within a few reads
+            if got.count(b"0\r\n\r\n") >= 2:
+                break
+            got += await asyncio.wait_for(reader.read(65536), 2)
+        writer.close()
+        await writer.wait_closed()
+        assert got.count(b"HTTP/1.1 200") == 2 and b"Content-Length: 100" not in got
+    finally:
+        await proxy.close()
+        upstream.close()
+        await upstream.wait_closed()
+
+
+async def test_a_client_gone_between_reactive_retries_frees_the_upstream_connection() -> None:
+    error = {"type": "error", "error": {"type": "invalid_request_error",
+             "message": "prompt is too long: 250000 tokens > 200000 maximum"}}  # fmt: skip
+    # an overflow as the first event of a stream that stays open
+    frames = [*sse_data(error, event="error"), b": still here\n\n"]
+    fake = FakeProvider(lambda _: Reply(events=frames, event_delay=5.0))
+    fake_server = TestServer(fake.app, host="127.0.0.1")
+    await fake_server.start_server()
+    slept = asyncio.Event()
+
+    async def sleep(_: float) -> None:  # where the retry loop yields between attempts
+        slept.set()
+        await asyncio.sleep(5)
+
+    config = config_for(str(fake_server.make_url("")).rstrip("/"), server={"max_connections": 2})
+    app = create_app(config, registry=CollectorRegistry(), sleep=sleep)
+    proxy = TestServer(app, host="127.0.0.1")  # handler_cancellation, as `serve` runs it
+    await proxy.start_server()
+    try:
+        _, writer = await asyncio.open_connection("127.0.0.1", proxy.port)
+        body = orjson.dumps(anthropic_messages(8, model="claude-sonnet-4-5", stream=True))
+        writer.write(
+            b"POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s"
+            % (len(body), body)
+        )
+        await asyncio.wait_for(slept.wait(), 5)
+        writer.close()  # the handler is cancelled inside the retry loop's sleep
+        await writer.wait_closed()
+        client = app[PROXY]._client()
+        assert isinstance(client, h1.Client)
+        for _ in range(50):  # bounded: the cancellation lands within a few loop turns
+            if not client._open:
+                break
+            await asyncio.sleep(0.02)
+        assert not client._open  # the half-read overflow stream was closed
+        assert client._slots is not None and client._slots._value == 2  # both slots free
+    finally:
+        await proxy.close()
+        await fake_server.close()

@@ -10,6 +10,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from trimgate.config import Config
+from trimgate.proxy import h1
 from trimgate.proxy.events import EventHub
 from trimgate.proxy.forward import Proxy
 from trimgate.proxy.metrics import Metrics
@@ -75,6 +76,9 @@ def create_app(
     app[REGISTRY_KEY] = shared.registry
 
     async def client_ctx(_: web.Application) -> AsyncIterator[None]:
+        if any(u.base_url.startswith("https:") for u in config.upstreams.values()):
+            # the trust store is read from disk: once, off the event loop, before serving
+            await asyncio.get_running_loop().run_in_executor(None, h1.default_ssl_context)
         shared.client = make_client(config.server)
         try:
             yield

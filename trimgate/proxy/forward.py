@@ -359,7 +359,12 @@ class Proxy:
                 retry_error_callback=lambda rs: rs.outcome.result() if rs.outcome else None,
                 reraise=True,
             )
-            final = await retrying(self._retry, chat, state, attempt)
+            try:
+                final = await retrying(self._retry, chat, state, attempt)
+            except BaseException:  # cancelled between attempts, or a failed resend
+                if state.last is not None:
+                    state.last.resp.close()  # the answer nobody will relay now
+                raise
         final_plan = state.plan
         reason = None
         if final_plan.report.trimmed:
@@ -712,7 +717,7 @@ async def _relay(
         out = web.StreamResponse(status=resp.status, reason=resp.reason)
         out.headers.extend(up.response_headers(resp.headers, extra))
         length = resp.headers.get("Content-Length")
-        if length is not None and length.isdigit():
+        if length is not None and length.isdigit() and "Transfer-Encoding" not in resp.headers:
             out.content_length = int(length)
         await out.prepare(request)
         if attempt.head:

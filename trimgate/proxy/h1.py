@@ -22,6 +22,9 @@ resent behind the caller's back.
 from __future__ import annotations
 
 import asyncio
+import functools
+import os
+import re
 import socket
 import ssl
 import time
@@ -36,7 +39,8 @@ from trimgate.errors import UpstreamConnectError, UpstreamTimeout
 MAX_HEAD: Final = 64 * 1024  # status line and headers of one answer
 MAX_LINE: Final = 8 * 1024  # a chunk-size line or a trailer line
 MAX_TRAILERS: Final = 64 * 1024
-HIGH_WATER: Final = 1 << 20  # unread body bytes held before reading from the provider pauses
+HIGH_WATER: Final = 256 * 1024  # unread body bytes held before reading from the provider pauses
+EARLY_ANSWER_BODY: Final = 64 * 1024  # see Response.release
 HEX_DIGITS: Final = b"0123456789abcdefABCDEF"
 
 # how a body is framed (RFC 9112 §6.3)
@@ -50,13 +54,19 @@ _DATA: Final = 1
 _DATA_END: Final = 2
 _TRAILER: Final = 3
 
-_NO_BODY_METHODS: Final = frozenset({"GET", "HEAD", "DELETE", "OPTIONS", "TRACE"})
+_NO_BODY_METHODS: Final = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
+_IDEMPOTENT: Final = frozenset({"GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"})
+_HEAD_END: Final = re.compile(rb"\r?\n\r?\n")
 
 Key = tuple[str, str, int]
 
 
 class ProtocolError(UpstreamConnectError):
     """The provider's answer is not HTTP/1.1 this client can frame."""
+
+
+class ClosedBeforeAnswer(UpstreamConnectError):
+    """The connection ended before any answer: on a reused one, maybe an idle-close race."""
 
 
 def _expire(waiter: asyncio.Future[Any], what: str) -> None:
@@ -135,6 +145,7 @@ class Response:
             if self._error is not None:
                 raise self._error
             if self._done:
+                self.release()  # read to the end: the connection can serve the next request
                 return b""
             await self._wait()
 
@@ -157,19 +168,34 @@ class Response:
             self._waiter = None
 
     def release(self) -> None:
+        """Pool the connection if this answer was read to its end and the request was
+        written whole; otherwise close it. Idempotent: called at the body's end and by
+        the caller. An answer can come before the request body is sent (an early 413):
+        over TLS the transport cannot tell what is still queued, so after an error
+        answer to a body of more than EARLY_ANSWER_BODY bytes the connection is closed."""
         if self._released:
             return
         self._released = True
         conn = self._conn
-        if self._done and self._error is None and not self._pieces and conn.keep:
+        transport = conn.transport
+        if (
+            self._done
+            and self._error is None
+            and not self._pieces
+            and conn.keep
+            and transport is not None
+            and not transport.get_write_buffer_size()
+            and (self.status < 400 or conn.sent <= EARLY_ANSWER_BODY)
+        ):
             conn.client.put_back(conn)
         else:
             conn.close()
         conn.client.slot_free()
 
     def close(self) -> None:
-        self._conn.keep = False
-        self.release()
+        if not self._released:
+            self._conn.keep = False
+            self.release()
 
 
 class _Conn(asyncio.Protocol):
@@ -186,7 +212,10 @@ class _Conn(asyncio.Protocol):
         self.idle_since = 0.0
         self.paused = False
         self.unread = 0
-        self._head = b""
+        self.sent = 0  # body bytes of the request in flight
+        self.reused = False  # carried a request before this one
+        self._head = bytearray()
+        self._scanned = 0  # how far the head has been searched for its end
         self._head_waiter: asyncio.Future[Response] | None = None
         self._no_body = False  # the request was HEAD
         self.resp: Response | None = None
@@ -205,7 +234,7 @@ class _Conn(asyncio.Protocol):
         if self._mode != _NONE:
             self._body(data)
         elif self._head_waiter is not None:
-            self._head = self._head + data if self._head else data
+            self._head += data
             self._parse_head()
         else:  # bytes nobody asked for: this connection cannot be trusted again
             self.keep = False
@@ -232,7 +261,7 @@ class _Conn(asyncio.Protocol):
             waiter, self._head_waiter = self._head_waiter, None
             if not waiter.done():
                 waiter.set_exception(
-                    UpstreamConnectError("upstream closed the connection before answering")
+                    ClosedBeforeAnswer("upstream closed the connection before answering")
                 )
 
     # --- one exchange -------------------------------------------------------
@@ -240,7 +269,8 @@ class _Conn(asyncio.Protocol):
     def begin(self, no_body: bool) -> asyncio.Future[Response]:
         waiter: asyncio.Future[Response] = self.loop.create_future()
         self._head_waiter = waiter
-        self._head = b""
+        self._head.clear()
+        self._scanned = 0
         self._no_body = no_body
         self.resp = None
         return waiter
@@ -248,21 +278,21 @@ class _Conn(asyncio.Protocol):
     def _parse_head(self) -> None:
         while True:
             buf = self._head
-            end = buf.find(b"\r\n\r\n")
-            size = 4
-            if end < 0:
-                end = buf.find(b"\n\n")
-                size = 2
-            if end < 0:
+            found = _HEAD_END.search(buf, self._scanned)  # the first blank line, LF or CRLF
+            if found is None:
                 if len(buf) > MAX_HEAD:
                     self._protocol_error("the answer's headers are too large")
+                else:  # a blank line may straddle this read and the next
+                    self._scanned = max(0, len(buf) - 3)
                 return
+            end = found.start()
             if end > MAX_HEAD:
                 self._protocol_error("the answer's headers are too large")
                 return
-            rest = buf[end + size :]
+            head = bytes(buf[:end])
+            rest = bytes(buf[found.end() :])
             try:
-                status, reason, version, headers = _parse_head(buf[:end])
+                status, reason, version, headers = _parse_head(head)
             except ValueError as exc:
                 self._protocol_error(str(exc))
                 return
@@ -270,9 +300,10 @@ class _Conn(asyncio.Protocol):
                 if status == 101:
                     self._protocol_error("the upstream switched protocols")
                     return
-                self._head = rest  # an interim answer (100, 103): the real one follows
+                del buf[: found.end()]  # an interim answer (100, 103): the real one follows
+                self._scanned = 0
                 continue
-            self._head = b""
+            buf.clear()
             self._start_body(status, reason, version, headers, rest)
             return
 
@@ -284,10 +315,13 @@ class _Conn(asyncio.Protocol):
             self.keep = False
         mode = _NONE
         if not (self._no_body or status in (204, 304)):
-            coding = headers.get("Transfer-Encoding")
-            if coding is not None:
+            if "Transfer-Encoding" in headers:
+                coding = ",".join(headers.getall("Transfer-Encoding"))
                 if "Content-Length" in headers:
-                    self.keep = False  # a confused framing: do not reuse the connection
+                    # a confused framing (RFC 9112 §6.3): the coding wins, the length is
+                    # never passed on, the connection is not reused
+                    headers.popall("Content-Length")
+                    self.keep = False
                 if coding.rpartition(",")[2].strip().lower() == "chunked":
                     mode = _CHUNKED
                     self._cstate = _SIZE
@@ -454,6 +488,8 @@ class _Conn(asyncio.Protocol):
 
 
 def _parse_head(head: bytes) -> tuple[int, str, int, CIMultiDict[str]]:
+    if b"\0" in head:
+        raise ValueError("a NUL in the answer's head")
     lines = head.split(b"\n")
     status_line = lines[0].rstrip(b"\r")
     version, _, rest = status_line.partition(b" ")
@@ -513,8 +549,8 @@ def request_head(method: str, url: URL, headers: CIMultiDict[str], length: int) 
         lines += 1
     parts.append("\r\n")
     text = "".join(parts)
-    if text.count("\n") != lines or text.count("\r") != lines or " " in target:
-        raise UpstreamConnectError("a request header or the path holds a line break")
+    if text.count("\n") != lines or text.count("\r") != lines or "\0" in text or " " in target:
+        raise UpstreamConnectError("a request header or the path holds a line break or NUL")
     return text.encode("utf-8", "surrogateescape")
 
 
@@ -539,6 +575,7 @@ class Client:
         self._idle: dict[Key, list[_Conn]] = {}
         self._open: set[_Conn] = set()
         self._closed = False
+        self._sweeper: asyncio.TimerHandle | None = None
 
     @property
     def closed(self) -> bool:
@@ -558,9 +595,28 @@ class Client:
         slots = self._slots
         if slots is None:
             slots = self._slots = asyncio.Semaphore(self._limit)
-        await slots.acquire()
+        if slots.locked():  # every connection busy: wait, as long as a connect may take
+            try:
+                async with asyncio.timeout(self.connect_timeout):
+                    await slots.acquire()
+            except TimeoutError as exc:
+                raise UpstreamTimeout("upstream timed out waiting for a free connection") from exc
+        else:
+            await slots.acquire()
         try:
             conn = self._reuse(key) or await self._connect(key)
+            try:
+                return await self._exchange(conn, method, head, body)
+            except ClosedBeforeAnswer:
+                conn.close()
+                if not (conn.reused and method in _IDEMPOTENT):
+                    raise
+            except BaseException:
+                conn.close()
+                raise
+            # A reused connection the provider closed as this request went out: an
+            # idempotent request is sent once more on a new one (RFC 9112 §9.3.1).
+            conn = await self._connect(key)
             try:
                 return await self._exchange(conn, method, head, body)
             except BaseException:
@@ -572,6 +628,7 @@ class Client:
 
     async def _exchange(self, conn: _Conn, method: str, head: bytes, body: bytes) -> Response:
         waiter = conn.begin(method == "HEAD")
+        conn.sent = len(body)
         transport = conn.transport
         assert transport is not None
         if body:
@@ -594,9 +651,20 @@ class Client:
         while conns:
             conn = conns.pop()
             if conn.alive and conn.keep and now - conn.idle_since < self.keepalive:
+                conn.reused = True
                 return conn
             conn.close()
         return None
+
+    def _sweep(self) -> None:
+        """Close connections idle longer than ``keepalive`` (the oldest are at the bottom)."""
+        self._sweeper = None
+        deadline = time.monotonic() - self.keepalive
+        for conns in list(self._idle.values()):
+            while conns and conns[0].idle_since <= deadline:
+                conns[0].close()  # forget() takes it off the list
+        if self.idle_count():
+            self._sweeper = asyncio.get_running_loop().call_later(self.keepalive, self._sweep)
 
     async def _connect(self, key: Key) -> _Conn:
         scheme, host, port = key
@@ -639,6 +707,8 @@ class Client:
         conn.idle_since = time.monotonic()
         conn.resp = None
         self._idle.setdefault(conn.key, []).append(conn)
+        if self._sweeper is None:
+            self._sweeper = conn.loop.call_later(self.keepalive, self._sweep)
 
     def slot_free(self) -> None:
         if self._slots is not None:
@@ -652,6 +722,9 @@ class Client:
 
     async def close(self) -> None:
         self._closed = True
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            self._sweeper = None
         for conn in list(self._open):
             conn.close()
         self._idle.clear()
@@ -659,7 +732,15 @@ class Client:
 
 
 def default_ssl_context() -> ssl.SSLContext:
-    """The system's trust store (honours SSL_CERT_FILE / SSL_CERT_DIR), HTTP/1.1 by ALPN."""
+    """The system's trust store (honours SSL_CERT_FILE / SSL_CERT_DIR), HTTP/1.1 by ALPN.
+
+    Loading the store reads files: made once per pair of those variables, and made
+    off the event loop at start-up (see app.py) when an upstream uses https."""
+    return _ssl_context(os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+
+
+@functools.lru_cache(maxsize=4)
+def _ssl_context(cert_file: str | None, cert_dir: str | None) -> ssl.SSLContext:
     context = ssl.create_default_context()
     context.set_alpn_protocols(["http/1.1"])
     return context
