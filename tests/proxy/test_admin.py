@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import socket
 import time
 from collections.abc import AsyncIterator
@@ -22,7 +23,7 @@ from tests.fakes import FakeProvider, json_reply, openai_ok
 from tests.proxy.bodies import openai_chat
 from tests.proxy.conftest import MakeStack, Stack, config_for
 from trimgate.proxy.app import ADMIN_PATHS
-from trimgate.proxy.serve import run_server
+from trimgate.proxy.serve import GC_THRESHOLDS, run_server
 
 TIMEOUT = 5.0
 TOKEN = "s3cret"
@@ -195,9 +196,11 @@ async def running(fake: FakeProvider, **server: Any) -> AsyncIterator[tuple[int,
         server["admin_port"] = admin_port
     config = config_for(str(fake_server.make_url("")).rstrip("/"), server=server)
     ready, stop = asyncio.Event(), asyncio.Event()
+    thresholds = gc.get_threshold()
     task = asyncio.create_task(run_server(config, ready=ready, stop=stop))
     try:
         await asyncio.wait_for(ready.wait(), TIMEOUT)
+        assert gc.get_threshold() == GC_THRESHOLDS  # as serving sets them
         yield port, config.server.admin_port
         stop.set()
         await asyncio.wait_for(task, TIMEOUT)
@@ -207,6 +210,7 @@ async def running(fake: FakeProvider, **server: Any) -> AsyncIterator[tuple[int,
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         await fake_server.close()
+        gc.set_threshold(*thresholds)
 
 
 async def test_admin_port_serves_admin_endpoints_and_proxy_port_does_not() -> None:
