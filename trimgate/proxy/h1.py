@@ -488,42 +488,38 @@ class _Conn(asyncio.Protocol):
 
 
 def _parse_head(head: bytes) -> tuple[int, str, int, CIMultiDict[str]]:
+    """Status, reason, minor version and headers. Values are UTF-8 with undecodable
+    bytes kept as surrogates (aiohttp's reading), so they pass on byte for byte."""
     if b"\0" in head:
         raise ValueError("a NUL in the answer's head")
-    lines = head.split(b"\n")
-    status_line = lines[0].rstrip(b"\r")
-    version, _, rest = status_line.partition(b" ")
-    if version == b"HTTP/1.1":
+    lines = head.decode("utf-8", "surrogateescape").split("\n")
+    version, _, rest = lines[0].rstrip("\r").partition(" ")
+    if version == "HTTP/1.1":
         minor = 1
-    elif version == b"HTTP/1.0":
+    elif version == "HTTP/1.0":
         minor = 0
     else:
         raise ValueError("not an HTTP/1.x status line")
-    code, _, reason = rest.partition(b" ")
-    if len(code) != 3 or not code.isdigit():
+    code, _, reason = rest.partition(" ")
+    if len(code) != 3 or not code.isdigit() or not code.isascii():
         raise ValueError("the status code is invalid")
-    headers: CIMultiDict[str] = CIMultiDict()
-    name = ""
-    for raw in lines[1:]:
-        line = raw[:-1] if raw[-1:] == b"\r" else raw
+    pairs: list[tuple[str, str]] = []
+    for line in lines[1:]:
+        if line[-1:] == "\r":
+            line = line[:-1]
         if not line:
             continue
-        if line[0] in b" \t":  # an obsolete folded continuation: joined with a space
-            if not name:
+        if line[0] in " \t":  # an obsolete folded continuation: joined with a space
+            if not pairs:
                 raise ValueError("a header line continues nothing")
-            value = (
-                headers.popall(name)[-1]
-                + " "
-                + line.strip(b" \t").decode("utf-8", "surrogateescape")
-            )
-            headers.add(name, value)
+            name, value = pairs[-1]
+            pairs[-1] = (name, value + " " + line.strip(" \t"))
             continue
-        key, sep, value_bytes = line.partition(b":")
-        if not sep or not key or key != key.strip() or b" " in key or b"\t" in key:
+        name, sep, value = line.partition(":")
+        if not sep or not name or " " in name or "\t" in name or not name.isascii():
             raise ValueError("a header line is invalid")
-        name = key.decode("ascii", "surrogateescape")
-        headers.add(name, value_bytes.strip(b" \t").decode("utf-8", "surrogateescape"))
-    return int(code), reason.decode("latin-1"), minor, headers
+        pairs.append((name, value.strip(" \t")))
+    return int(code), reason if reason.isascii() else "", minor, CIMultiDict(pairs)
 
 
 def _content_length(values: list[str]) -> int | None:
