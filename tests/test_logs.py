@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import io
 import logging
+import threading
 from collections.abc import Iterator
 
 import orjson
@@ -127,3 +128,54 @@ def test_outside_an_event_loop_lines_are_written_at_once(
     isolate()
     logging.getLogger("trimgate").info("now")
     assert lines(stream)[0]["msg"] == "now"
+
+
+def test_a_line_left_waiting_when_a_loop_closes_does_not_stall_the_next_loop(
+    stream: io.StringIO, alone: list[str]
+) -> None:
+    isolate()
+    log = logging.getLogger("trimgate")
+
+    async def first() -> None:
+        log.info("a")  # waits; its timer dies with this loop
+
+    asyncio.run(first())
+
+    async def second() -> str:
+        log.info("b")
+        await asyncio.sleep(logs.FLUSH_AFTER * 4)
+        return stream.getvalue()
+
+    assert '"msg":"b"' in asyncio.run(second())
+
+
+def test_the_hot_path_honours_the_handlers_level(stream: io.StringIO, alone: list[str]) -> None:
+    isolate()
+    assert logs._HANDLER is not None
+    logs._HANDLER.setLevel(logging.WARNING)
+    log = logging.getLogger("trimgate")
+    log.info("via logging")  # dropped by the handler's level
+    logs.line(log, logging.INFO, "request", dict(FIELDS))
+    logs.flush()
+    assert stream.getvalue() == ""
+
+
+async def test_a_line_from_another_thread_leaves_the_loops_timer_alone(
+    stream: io.StringIO, alone: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    isolate()
+    log = logging.getLogger("trimgate")
+    loop_thread = threading.get_ident()
+    cancelled_on: list[int] = []
+    real = asyncio.TimerHandle.cancel
+
+    def spy(self: asyncio.TimerHandle) -> None:
+        cancelled_on.append(threading.get_ident())
+        real(self)
+
+    monkeypatch.setattr(asyncio.TimerHandle, "cancel", spy)
+    log.info("on the loop")  # waits, with a timer on this loop
+    await asyncio.to_thread(log.warning, "from a thread")  # e.g. in /metrics' executor
+    assert [line["msg"] for line in lines(stream)] == ["on the loop", "from a thread"]
+    # TimerHandle.cancel is not thread-safe (uvloop: uv_close off the loop's thread)
+    assert all(t == loop_thread for t in cancelled_on), cancelled_on

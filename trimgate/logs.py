@@ -12,6 +12,7 @@ import itertools
 import logging
 import os
 import sys
+import threading
 import time
 from datetime import UTC, datetime
 from typing import Any
@@ -80,6 +81,8 @@ class JsonHandler(logging.StreamHandler):  # type: ignore[type-arg]
         self.setFormatter(JsonFormatter())
         self._pending: list[str] = []
         self._timer: asyncio.TimerHandle | None = None
+        self._timer_loop: asyncio.AbstractEventLoop | None = None
+        self._timer_thread = 0
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
@@ -93,23 +96,25 @@ class JsonHandler(logging.StreamHandler):  # type: ignore[type-arg]
         self._pending.append(line)
         if level >= logging.WARNING or len(self._pending) >= MAX_PENDING:
             self.flush()
-        elif self._timer is None:
+        elif self._timer is None or self._timer_loop.is_closed():  # type: ignore[union-attr]
             try:
                 loop = asyncio.get_running_loop()
             except RuntimeError:
                 self.flush()
                 return
+            self._timer_loop, self._timer_thread = loop, threading.get_ident()
             self._timer = loop.call_later(FLUSH_AFTER, self._flush_due)
 
     def _flush_due(self) -> None:
-        self._timer = None
-        self.flush()
+        with self.lock:  # type: ignore[union-attr]
+            self._timer = None
+            self.flush()
 
     def flush(self) -> None:
         with self.lock:  # type: ignore[union-attr]
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
+            timer, self._timer = self._timer, None
+            if timer is not None and self._timer_thread == threading.get_ident():
+                timer.cancel()  # off its loop's thread it is left to fire on nothing
             if self._pending:
                 lines = "\n".join(self._pending) + "\n"
                 self._pending.clear()
@@ -139,6 +144,7 @@ def line(logger: logging.Logger, level: int, msg: str, fields: dict[str, Any]) -
         or logger.filters
         or root.filters
         or handler.filters
+        or level < handler.level
         or not logger.propagate
         or logger.parent is not root
     ):

@@ -621,6 +621,61 @@ async def test_an_answer_read_to_its_end_frees_its_connection_unasked(scripted: 
     await c.close()
 
 
+@pytest.mark.parametrize(
+    "head",
+    [
+        b"HTTP/1.1 200 OK\r\nX-A\x0b: v",
+        b"HTTP/1.1 200 OK\r\nX-A\x0c: v",
+        b"HTTP/1.1 200 OK\r\nX-A\r: v",
+        b"HTTP/1.1 200 OK\r\n\x0bX-A: v",
+        b"HTTP/1.1 200 OK\r\nX-A: v\x01w",
+        b"HTTP/1.1 200 OK\r\nX-A: v\rw",
+        b"HTTP/1.1 200 O\rK",
+        b"HTTP/1.1 200 OK\r\nX\xffA: v",
+    ],
+)
+def test_control_characters_and_non_tokens_in_a_head_are_refused(head: bytes) -> None:
+    # aiohttp's writer would refuse to relay them: the client would get a bare 500
+    with pytest.raises(ValueError):
+        h1._parse_head(head + b"\r\nContent-Length: 0")
+
+
+def test_what_a_head_may_carry_passes_as_it_came() -> None:
+    status, reason, minor, headers = h1._parse_head(
+        b"HTTP/1.1 429 Too Many Requests\r\nX-Tab: a\tb\r\nX-Utf8: caf\xc3\xa9\r\n"
+        b"X-Bad: \xff\r\nX-Fold: one\r\n two\r\nX-Fold: three"
+    )
+    assert (status, reason, minor) == (429, "Too Many Requests", 1)
+    assert headers["X-Tab"] == "a\tb" and headers["X-Utf8"] == "café"
+    assert headers["X-Bad"].encode("utf-8", "surrogateescape") == b"\xff"  # byte for byte
+    assert headers.getall("X-Fold") == ["one two", "three"]
+
+
+async def test_a_connection_closed_mid_head_is_not_taken_for_an_idle_close(
+    scripted: Any,
+) -> None:
+    async def script(_: bytes, __: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        scripted_calls.append(1)
+        if len(scripted_calls) == 1:
+            writer.write(JSON_OK)
+        else:
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-")  # then gone, mid-head
+            await writer.drain()
+            writer.close()
+        await writer.drain()
+
+    scripted_calls: list[int] = []
+    server = await scripted(script)
+    c = client()
+    resp = await c.request("GET", server.url, CIMultiDict(), b"")
+    await resp.read()
+    with pytest.raises(UpstreamConnectError) as caught:
+        await c.request("GET", server.url, CIMultiDict(), b"")
+    assert not isinstance(caught.value, h1.ClosedBeforeAnswer)
+    assert len(scripted_calls) == 2  # not resent: the provider had begun to answer
+    await c.close()
+
+
 # --- the parser, fed answers cut anywhere -----------------------------------
 
 

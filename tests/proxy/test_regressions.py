@@ -17,6 +17,7 @@ from tests.proxy.conftest import MakeStack, config_for, raw_request
 from trimgate.history import Role
 from trimgate.proxy import h1
 from trimgate.proxy.app import PROXY, create_app
+from trimgate.proxy.signals import attribution
 from trimgate.trimming.cap import cap_messages
 
 
@@ -226,3 +227,10 @@ async def test_a_client_gone_between_reactive_retries_frees_the_upstream_connect
     finally:
         await proxy.close()
         await fake_server.close()
+
+
+def test_a_non_utf8_attribution_header_does_not_cost_the_request_line() -> None:
+    # undecodable header bytes reach trimgate as surrogates, which orjson refuses: the
+    # request's log line (and the event) would fail to serialise
+    fields = attribution({"x-trimgate-session": "ab\udcffcd"})
+    assert orjson.loads(orjson.dumps(fields))["session_id"] == "ab\ufffdcd"

@@ -57,6 +57,8 @@ _TRAILER: Final = 3
 _NO_BODY_METHODS: Final = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
 _IDEMPOTENT: Final = frozenset({"GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"})
 _HEAD_END: Final = re.compile(rb"\r?\n\r?\n")
+_TOKEN: Final = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # a field name (RFC 9110 §5.1)
+_CTL: Final = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")  # never in a head passed on
 
 Key = tuple[str, str, int]
 
@@ -260,9 +262,9 @@ class _Conn(asyncio.Protocol):
         elif self._head_waiter is not None:
             waiter, self._head_waiter = self._head_waiter, None
             if not waiter.done():
-                waiter.set_exception(
-                    ClosedBeforeAnswer("upstream closed the connection before answering")
-                )
+                # with part of a head in, the provider was answering: not an idle-close race
+                kind = UpstreamConnectError if self._head else ClosedBeforeAnswer
+                waiter.set_exception(kind("upstream closed the connection before answering"))
 
     # --- one exchange -------------------------------------------------------
 
@@ -490,9 +492,10 @@ class _Conn(asyncio.Protocol):
 def _parse_head(head: bytes) -> tuple[int, str, int, CIMultiDict[str]]:
     """Status, reason, minor version and headers. Values are UTF-8 with undecodable
     bytes kept as surrogates (aiohttp's reading), so they pass on byte for byte."""
-    if b"\0" in head:
-        raise ValueError("a NUL in the answer's head")
-    lines = head.decode("utf-8", "surrogateescape").split("\n")
+    text = head.decode("utf-8", "surrogateescape")
+    if _CTL.search(text):
+        raise ValueError("a control character in the answer's head")
+    lines = text.split("\n")
     version, _, rest = lines[0].rstrip("\r").partition(" ")
     if version == "HTTP/1.1":
         minor = 1
@@ -501,6 +504,8 @@ def _parse_head(head: bytes) -> tuple[int, str, int, CIMultiDict[str]]:
     else:
         raise ValueError("not an HTTP/1.x status line")
     code, _, reason = rest.partition(" ")
+    if "\r" in reason:
+        raise ValueError("a bare CR in the answer's head")
     if len(code) != 3 or not code.isdigit() or not code.isascii():
         raise ValueError("the status code is invalid")
     pairs: list[tuple[str, str]] = []
@@ -509,6 +514,8 @@ def _parse_head(head: bytes) -> tuple[int, str, int, CIMultiDict[str]]:
             line = line[:-1]
         if not line:
             continue
+        if "\r" in line:
+            raise ValueError("a bare CR in the answer's head")
         if line[0] in " \t":  # an obsolete folded continuation: joined with a space
             if not pairs:
                 raise ValueError("a header line continues nothing")
@@ -516,7 +523,7 @@ def _parse_head(head: bytes) -> tuple[int, str, int, CIMultiDict[str]]:
             pairs[-1] = (name, value + " " + line.strip(" \t"))
             continue
         name, sep, value = line.partition(":")
-        if not sep or not name or " " in name or "\t" in name or not name.isascii():
+        if not sep or _TOKEN.fullmatch(name) is None:
             raise ValueError("a header line is invalid")
         pairs.append((name, value.strip(" \t")))
     return int(code), reason if reason.isascii() else "", minor, CIMultiDict(pairs)

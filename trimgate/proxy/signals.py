@@ -52,7 +52,9 @@ def attribution(headers: Mapping[str, str]) -> dict[str, str]:
     for header, key in ATTRIBUTION.items():
         value = headers.get(header)
         if value:
-            out[key] = value[:MAX_ATTRIBUTION_LEN]
+            # undecodable bytes arrive as surrogates, which JSON cannot carry
+            cut = value[:MAX_ATTRIBUTION_LEN]
+            out[key] = cut.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
     return out
 
 
