@@ -96,7 +96,7 @@ class JsonHandler(logging.StreamHandler):  # type: ignore[type-arg]
         self._pending.append(line)
         if level >= logging.WARNING or len(self._pending) >= MAX_PENDING:
             self.flush()
-        elif self._timer is None or self._timer_loop.is_closed():  # type: ignore[union-attr]
+        elif self._timer is None or (self._timer_loop is not None and self._timer_loop.is_closed()):
             try:
                 loop = asyncio.get_running_loop()
             except RuntimeError:

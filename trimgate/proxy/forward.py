@@ -278,7 +278,7 @@ class Proxy:
                 self._overhead(route, started, timer)
                 return await _relay(request, final, extra, None)
             finally:
-                final.resp.release()  # also when the relay never started: the slot comes back
+                final.resp.release()  # also when the relay failed or never started
 
         send_body = chat.send_body
         if _unreadable_encodings(headers.get("Accept-Encoding", "")):
@@ -302,7 +302,7 @@ class Proxy:
                 self._learn(chat, sniffer.prompt_tokens(), outcome.report)
             return response
         finally:
-            final.resp.release()  # the relay releases it too; this covers a failure before
+            final.resp.release()  # also when the relay failed or never started
 
     async def _send(
         self,
@@ -712,33 +712,31 @@ async def _relay(
     extra: dict[str, str],
     sniffer: _UsageSniffer | None,
 ) -> web.StreamResponse:
+    """The answer to the client as it arrives; the caller releases ``attempt.resp``."""
     resp = attempt.resp
+    out = web.StreamResponse(status=resp.status, reason=resp.reason)
+    out.headers.extend(up.response_headers(resp.headers, extra))
+    length = resp.headers.get("Content-Length")
+    if length is not None and length.isdigit() and "Transfer-Encoding" not in resp.headers:
+        out.content_length = int(length)
+    await out.prepare(request)
+    if attempt.head:
+        if sniffer:
+            sniffer.feed(attempt.head)
+        await out.write(attempt.head)
     try:
-        out = web.StreamResponse(status=resp.status, reason=resp.reason)
-        out.headers.extend(up.response_headers(resp.headers, extra))
-        length = resp.headers.get("Content-Length")
-        if length is not None and length.isdigit() and "Transfer-Encoding" not in resp.headers:
-            out.content_length = int(length)
-        await out.prepare(request)
-        if attempt.head:
+        while chunk := await resp.readany():
             if sniffer:
-                sniffer.feed(attempt.head)
-            await out.write(attempt.head)
-        try:
-            while chunk := await resp.readany():
-                if sniffer:
-                    sniffer.feed(chunk)
-                await out.write(chunk)
-        except UpstreamError:
-            # The provider broke off mid-answer; the client sees the connection end.
-            log.warning("upstream broke off mid-answer", extra={"event": "upstream_truncated"})
-            if request.transport is not None:
-                request.transport.close()
-            return out
-        await out.write_eof()
+                sniffer.feed(chunk)
+            await out.write(chunk)
+    except UpstreamError:
+        # The provider broke off mid-answer; the client sees the connection end.
+        log.warning("upstream broke off mid-answer", extra={"event": "upstream_truncated"})
+        if request.transport is not None:
+            request.transport.close()
         return out
-    finally:
-        resp.release()
+    await out.write_eof()
+    return out
 
 
 def _unreadable_encodings(accept: str) -> bool:

@@ -608,23 +608,20 @@ class Client:
             await slots.acquire()
         try:
             conn = self._reuse(key) or await self._connect(key)
-            try:
-                return await self._exchange(conn, method, head, body)
-            except ClosedBeforeAnswer:
-                conn.close()
-                if not (conn.reused and method in _IDEMPOTENT):
+            while True:
+                try:
+                    return await self._exchange(conn, method, head, body)
+                except ClosedBeforeAnswer:
+                    conn.close()
+                    if not (conn.reused and method in _IDEMPOTENT):
+                        raise
+                except BaseException:
+                    conn.close()
                     raise
-            except BaseException:
-                conn.close()
-                raise
-            # A reused connection the provider closed as this request went out: an
-            # idempotent request is sent once more on a new one (RFC 9112 §9.3.1).
-            conn = await self._connect(key)
-            try:
-                return await self._exchange(conn, method, head, body)
-            except BaseException:
-                conn.close()
-                raise
+                # A reused connection the provider closed as this request went out: an
+                # idempotent request is sent once more on a new one (RFC 9112 §9.3.1);
+                # a new connection is not ``reused``, so this happens at most once.
+                conn = await self._connect(key)
         except BaseException:
             slots.release()
             raise

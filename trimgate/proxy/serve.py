@@ -105,7 +105,7 @@ async def run_server(
     # A parsed history is thousands of containers freed by reference counting, not
     # cycles; with the default young-generation threshold (700) parsing one 2 MB body
     # set off dozens of collections. 11% less CPU per 2 MB trim (bench/RESULTS.md).
-    gc.set_threshold(GC_THRESHOLDS[0], GC_THRESHOLDS[1], GC_THRESHOLDS[2])
+    gc.set_threshold(*GC_THRESHOLDS)
     if ready is not None:
         ready.set()
     try:
