@@ -41,6 +41,8 @@ class ServerConfig(_Strict):
     max_connections: int = Field(default=1000, ge=1)
     # trimgate's own HTTP/1.1 client, or aiohttp's ClientSession as a fallback
     upstream_client: Literal["trimgate", "aiohttp"] = "trimgate"
+    # trimgate's own HTTP/1.1 front for proxied requests, or aiohttp's server for all
+    http_server: Literal["trimgate", "aiohttp"] = "trimgate"
 
 
 class UpstreamConfig(_Strict):

@@ -3,29 +3,52 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 from aiohttp import web
-from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.test_utils import BaseTestServer, TestClient, TestServer
 from prometheus_client import CollectorRegistry
+from yarl import URL
 
 from tests.fakes import FakeProvider
 from trimgate.config import Config, parse_config
 from trimgate.proxy.app import HUB, create_app
+from trimgate.proxy.serve import proxy_site
 
 
 async def no_sleep(_: float) -> None:
     return None
 
 
+class ProxyTestServer(TestServer):
+    """The app behind the listener ``trimgate serve`` gives it (``server.http_server``):
+    trimgate's front, or aiohttp's."""
+
+    async def start_server(
+        self, loop: asyncio.AbstractEventLoop | None = None, **kwargs: Any
+    ) -> None:
+        if self.runner:
+            return
+        self.runner = runner = await self._make_runner(handler_cancellation=True, **kwargs)
+        await runner.setup()
+        assert isinstance(runner, web.AppRunner)
+        site = proxy_site(runner, "127.0.0.1", 0)
+        await site.start()
+        server: Any = site._server
+        self.host, self.port = "127.0.0.1", server.sockets[0].getsockname()[1]
+        self.scheme = "http"
+        self._root = URL(f"http://127.0.0.1:{self.port}")
+
+
 @dataclass
 class Stack:
     fake: FakeProvider
     fake_server: TestServer
-    server: TestServer
+    server: BaseTestServer
     client: TestClient[Any, Any]
     registry: CollectorRegistry
     app: web.Application
@@ -83,20 +106,31 @@ def upstream_client() -> str:
 
 
 @pytest.fixture
-async def make_stack(upstream_client: str) -> AsyncIterator[MakeStack]:
-    servers: list[TestServer] = []
+def http_server() -> str:
+    """``server.http_server`` of the stacks; a module may parametrize it over both."""
+    return "trimgate"
+
+
+@contextlib.asynccontextmanager
+async def stacks(upstream_client: str, http_server: str) -> AsyncIterator[MakeStack]:
+    """Makes stacks, and closes them all at the end (also outside pytest's loop)."""
+    servers: list[BaseTestServer] = []
     clients: list[TestClient[Any, Any]] = []
 
     async def make(fake: FakeProvider | None = None, **sections: Any) -> Stack:
         fake = fake or FakeProvider()
-        sections["server"] = {"upstream_client": upstream_client, **sections.get("server", {})}
+        sections["server"] = {
+            "upstream_client": upstream_client,
+            "http_server": http_server,
+            **sections.get("server", {}),
+        }
         fake_server = TestServer(fake.app, host="127.0.0.1")
         await fake_server.start_server(auto_decompress=False)  # record bodies as sent
         servers.append(fake_server)
         config = config_for(str(fake_server.make_url("")).rstrip("/"), **sections)
         registry = CollectorRegistry()
         app = create_app(config, registry=registry, sleep=no_sleep)
-        server = TestServer(app, host="127.0.0.1")
+        server = ProxyTestServer(app, host="127.0.0.1")
         # as trimgate serve runs it (TestServer adds handler_cancellation=True)
         await server.start_server(auto_decompress=False)
         client: TestClient[Any, Any] = TestClient(server)
@@ -104,8 +138,16 @@ async def make_stack(upstream_client: str) -> AsyncIterator[MakeStack]:
         clients.append(client)
         return Stack(fake, fake_server, server, client, registry, app)
 
-    yield make
-    for c in clients:
-        await c.close()
-    for s in servers:
-        await s.close()
+    try:
+        yield make
+    finally:
+        for c in clients:
+            await c.close()
+        for s in servers:
+            await s.close()
+
+
+@pytest.fixture
+async def make_stack(upstream_client: str, http_server: str) -> AsyncIterator[MakeStack]:
+    async with stacks(upstream_client, http_server) as make:
+        yield make

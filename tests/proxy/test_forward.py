@@ -32,10 +32,25 @@ def user_texts(messages: list[dict[str, Any]]) -> list[str]:
     return [m["content"] for m in messages if m["role"] == "user" and isinstance(m["content"], str)]
 
 
-@pytest.fixture(params=["trimgate", "aiohttp"])
-def upstream_client(request: pytest.FixtureRequest) -> str:
-    """Every forwarding test runs with trimgate's own upstream client and with aiohttp's."""
-    return str(request.param)
+@pytest.fixture(
+    params=[("trimgate", "trimgate"), ("trimgate", "aiohttp"), ("aiohttp", "trimgate")],
+    ids=["front+h1", "front+aiohttp-client", "aiohttp-server+h1"],
+)
+def stack_kind(request: pytest.FixtureRequest) -> tuple[str, str]:
+    """Every forwarding test runs on trimgate's front and upstream client, with aiohttp's
+    client instead, and with aiohttp's server instead."""
+    http_server, upstream_client = request.param
+    return str(http_server), str(upstream_client)
+
+
+@pytest.fixture
+def http_server(stack_kind: tuple[str, str]) -> str:
+    return stack_kind[0]
+
+
+@pytest.fixture
+def upstream_client(stack_kind: tuple[str, str]) -> str:
+    return stack_kind[1]
 
 
 async def test_non_chat_paths_pass_through_byte_for_byte(make_stack: MakeStack) -> None:

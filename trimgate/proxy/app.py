@@ -96,7 +96,13 @@ def create_app(
 
         for path in ADMIN_PATHS:
             app.router.add_route("*", path, not_here)
-    app.router.add_route("*", "/{tail:.*}", proxy.handle)
+
+    async def proxied(request: web.Request) -> web.StreamResponse:
+        response = await proxy.handle(request)
+        assert response is not None  # only a FrontRequest is answered in place
+        return response
+
+    app.router.add_route("*", "/{tail:.*}", proxied)
     return app
 
 

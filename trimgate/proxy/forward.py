@@ -17,7 +17,7 @@ import time
 import zlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 from aiohttp import web
@@ -33,6 +33,7 @@ from trimgate.providers.overflow import Overflow, stream_head_decided
 from trimgate.providers.registry import CODECS
 from trimgate.proxy import upstream as up
 from trimgate.proxy.events import EventHub
+from trimgate.proxy.front import FrontRequest
 from trimgate.proxy.metrics import Metrics
 from trimgate.proxy.routing import NoUpstream, Route, Router
 from trimgate.proxy.signals import Outcome, attribution, record, response_headers
@@ -52,6 +53,7 @@ MAX_CALIBRATED_MODELS = 1024
 # Request ids are unique, not secret: a PRNG seeded from os.urandom, no syscall per request.
 _IDS = random.Random()
 Sleep = Callable[[float], Awaitable[None]]
+Incoming = web.Request | FrontRequest  # aiohttp's request, or one trimgate's front parsed
 
 
 @dataclass(slots=True)
@@ -124,7 +126,8 @@ class Proxy:
 
     # --- entry ------------------------------------------------------------
 
-    async def handle(self, request: web.Request) -> web.StreamResponse:
+    async def handle(self, request: Incoming) -> web.StreamResponse | None:
+        """Serve one request; None: it was answered through the ``FrontRequest``."""
         started = time.perf_counter()
         request_id = f"{_IDS.getrandbits(64):016x}"
         raw_path = request.raw_path.partition("?")[0]
@@ -183,7 +186,7 @@ class Proxy:
     # --- examine: decode and plan -------------------------------------------
 
     def _examine(
-        self, request: web.Request, route: Route, body: bytes
+        self, request: Incoming, route: Route, body: bytes
     ) -> tuple[Chat | None, str | None]:
         assert route.wire_format is not None
         mode = request.headers.get("x-trimgate-mode", "").lower() or self.config.trimming.mode
@@ -246,14 +249,14 @@ class Proxy:
 
     async def _forward(
         self,
-        request: web.Request,
+        request: Incoming,
         route: Route,
         body: bytes,
         chat: Chat | None,
         skipped: str | None,
         request_id: str,
         started: float,
-    ) -> web.StreamResponse:
+    ) -> web.StreamResponse | None:
         url = URL(route.url(request.raw_path.partition("?")[2]), encoded=True)
         headers = up.request_headers(request.headers)
         timer = _UpstreamTimer()
@@ -706,20 +709,38 @@ class _UsageSniffer:
         return self._tokens
 
 
+class _Out(Protocol):
+    async def write(self, data: bytes) -> None: ...
+    async def write_eof(self) -> None: ...
+
+
 async def _relay(
-    request: web.Request,
+    request: Incoming,
     attempt: Attempt,
     extra: dict[str, str],
     sniffer: _UsageSniffer | None,
-) -> web.StreamResponse:
-    """The answer to the client as it arrives; the caller releases ``attempt.resp``."""
+) -> web.StreamResponse | None:
+    """The answer to the client as it arrives; the caller releases ``attempt.resp``.
+
+    None: the answer went out through a ``FrontRequest`` (trimgate's own front)."""
     resp = attempt.resp
-    out = web.StreamResponse(status=resp.status, reason=resp.reason)
-    out.headers.extend(up.response_headers(resp.headers, extra))
-    length = resp.headers.get("Content-Length")
-    if length is not None and length.isdigit() and "Transfer-Encoding" not in resp.headers:
-        out.content_length = int(length)
-    await out.prepare(request)
+    headers = up.response_headers(resp.headers, extra)
+    length: int | None = None
+    value = resp.headers.get("Content-Length")
+    if value is not None and value.isdigit() and "Transfer-Encoding" not in resp.headers:
+        length = int(value)
+    out: _Out
+    response: web.StreamResponse | None
+    if isinstance(request, FrontRequest):  # trimgate's front: the head goes with the body
+        request.start(resp.status, resp.reason, headers, length)
+        out, response = request, None
+    else:
+        response = web.StreamResponse(status=resp.status, reason=resp.reason)
+        response.headers.extend(headers)
+        if length is not None:
+            response.content_length = length
+        await response.prepare(request)
+        out = response
     if attempt.head:
         if sniffer:
             sniffer.feed(attempt.head)
@@ -734,9 +755,9 @@ async def _relay(
         log.warning("upstream broke off mid-answer", extra={"event": "upstream_truncated"})
         if request.transport is not None:
             request.transport.close()
-        return out
+        return response
     await out.write_eof()
-    return out
+    return response
 
 
 def _unreadable_encodings(accept: str) -> bool:

@@ -8,6 +8,7 @@ import gc
 import logging
 import os
 import signal
+import socket
 from collections.abc import Callable
 
 from aiohttp import web
@@ -16,7 +17,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 import trimgate
 from trimgate import logs
 from trimgate.config import Config
-from trimgate.proxy.app import Shared, create_admin_app, create_app
+from trimgate.proxy.app import ADMIN_PATHS, CONFIG, PROXY, Shared, create_admin_app, create_app
+from trimgate.proxy.front import FrontSite
 from trimgate.proxy.metrics import Metrics
 
 log = logging.getLogger("trimgate")
@@ -76,7 +78,7 @@ async def run_server(
     for runner in runners:
         await runner.setup()
     host, port, admin_port = config.server.host, config.server.port, config.server.admin_port
-    sites = [web.TCPSite(runners[0], host, port, reuse_port=reuse_port, backlog=BACKLOG)]
+    sites = [proxy_site(runners[0], host, port, reuse_port=reuse_port)]
     if admin_port is not None:
         sites.append(web.TCPSite(runners[1], host, admin_port, reuse_port=reuse_port))
     for site in sites:
@@ -116,6 +118,34 @@ async def run_server(
         if link is not None:
             await link.close()
         logs.flush()
+
+
+def proxy_site(
+    runner: web.AppRunner,
+    host: str | None,
+    port: int | None,
+    *,
+    reuse_port: bool = False,
+    sock: socket.socket | None = None,
+) -> web.BaseSite:
+    """The proxy app's listener: trimgate's front, or aiohttp's (``server.http_server``)."""
+    app = runner.app
+    config = app[CONFIG]
+    if config.server.http_server == "aiohttp":
+        if sock is not None:
+            return web.SockSite(runner, sock, backlog=BACKLOG)
+        return web.TCPSite(runner, host, port, reuse_port=reuse_port, backlog=BACKLOG)
+    return FrontSite(
+        runner,
+        host,
+        port,
+        handle=app[PROXY].handle,
+        max_body=config.server.max_body_bytes,
+        delegated=ADMIN_PATHS,
+        reuse_port=reuse_port,
+        backlog=BACKLOG,
+        sock=sock,
+    )
 
 
 def _multiprocess_output() -> Callable[[], bytes]:

@@ -1,0 +1,502 @@
+"""trimgate's HTTP/1.1 front: what it serves itself, what it hands to aiohttp, and how.
+
+The forwarding behaviour itself is tested through the front in test_forward.py;
+here: framing, keep-alive and pipelining, hand-overs, limits, a client going
+away, shutdown, and a differential check of its head parser against aiohttp's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import aiohttp
+import orjson
+import pytest
+from aiohttp.base_protocol import BaseProtocol
+from aiohttp.http_parser import HttpRequestParser
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.fakes import FakeProvider, Reply, json_reply, openai_ok, sse_data, sse_reply
+from tests.proxy.conftest import MakeStack, Stack, stacks
+from trimgate.proxy import front
+from trimgate.proxy.app import ADMIN_PATHS
+from trimgate.proxy.forward import Proxy
+
+CHAT = orjson.dumps({"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]})
+
+
+def chat_request(
+    body: bytes = CHAT, *, extra: str = "", path: str = "/v1/chat/completions"
+) -> bytes:
+    head = (
+        f"POST {path} HTTP/1.1\r\nHost: proxy\r\nContent-Type: application/json\r\n"
+        f"Authorization: Bearer sk-test\r\n{extra}Content-Length: {len(body)}\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+async def read_answer(reader: asyncio.StreamReader) -> tuple[int, dict[str, str], bytes]:
+    """One HTTP/1.1 answer: status, headers (lower-case names, last wins), body."""
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split(" ")[1])
+    headers = {}
+    for line in lines[1:]:
+        if line:
+            name, _, value = line.partition(":")
+            headers[name.strip().lower()] = value.strip()
+    if "content-length" in headers:
+        body = await asyncio.wait_for(reader.readexactly(int(headers["content-length"])), 5)
+    elif headers.get("transfer-encoding") == "chunked":
+        parts = []
+        while True:
+            size = int((await asyncio.wait_for(reader.readuntil(b"\r\n"), 5))[:-2], 16)
+            chunk = await asyncio.wait_for(reader.readexactly(size + 2), 5)
+            if size == 0:
+                break
+            parts.append(chunk[:-2])
+        body = b"".join(parts)
+    else:
+        body = await asyncio.wait_for(reader.read(), 5)
+    return status, headers, body
+
+
+@contextlib.asynccontextmanager
+async def connection(
+    stack: Stack,
+) -> AsyncIterator[tuple[asyncio.StreamReader, asyncio.StreamWriter]]:
+    reader, writer = await asyncio.open_connection("127.0.0.1", stack.server.port)
+    try:
+        yield reader, writer
+    finally:
+        writer.close()
+        with contextlib.suppress(ConnectionError):
+            await writer.wait_closed()
+
+
+async def closed_by_server(reader: asyncio.StreamReader) -> bool:
+    return await asyncio.wait_for(reader.read(1), 5) == b""
+
+
+# --- served by the front -------------------------------------------------------
+
+
+async def test_chat_requests_are_served_by_the_front_on_one_kept_alive_connection(
+    make_stack: MakeStack,
+) -> None:
+    stack = await make_stack()
+    async with connection(stack) as (reader, writer):
+        for _ in range(3):
+            writer.write(chat_request())
+            status, headers, body = await read_answer(reader)
+            assert status == 200 and orjson.loads(body)["id"] == "chatcmpl-fake"
+            assert "server" not in headers  # aiohttp's server names itself; the front does not
+            assert headers["x-trimgate-trimmed"] == "false"
+            assert headers["date"].endswith(" GMT")
+    assert len(stack.fake.requests) == 3
+    assert [r.json() for r in stack.fake.requests] == [orjson.loads(CHAT)] * 3
+
+
+async def test_pipelined_requests_are_answered_in_order(make_stack: MakeStack) -> None:
+    fake = FakeProvider(lambda r: json_reply({"echo": r.json()["n"]}))
+    stack = await make_stack(fake)
+    bodies = [orjson.dumps({"n": n}) for n in range(4)]
+    async with connection(stack) as (reader, writer):
+        writer.write(b"".join(chat_request(b, path="/v1/embeddings") for b in bodies))
+        answers = [await read_answer(reader) for _ in bodies]
+    assert [orjson.loads(body)["echo"] for _, _, body in answers] == [0, 1, 2, 3]
+
+
+async def test_a_request_split_into_single_bytes_is_read_whole(make_stack: MakeStack) -> None:
+    stack = await make_stack()
+    async with connection(stack) as (reader, writer):
+        for byte in chat_request():
+            writer.write(bytes([byte]))
+            await writer.drain()
+        status, _, _ = await read_answer(reader)
+    assert status == 200 and stack.fake.requests[0].body == CHAT
+
+
+async def test_connection_close_is_honoured(make_stack: MakeStack) -> None:
+    stack = await make_stack()
+    async with connection(stack) as (reader, writer):
+        writer.write(chat_request(extra="Connection: close\r\n"))
+        status, headers, _ = await read_answer(reader)
+        assert status == 200 and headers["connection"] == "close"
+        assert await closed_by_server(reader)
+
+
+async def test_a_stream_is_relayed_chunked_as_it_arrives(make_stack: MakeStack) -> None:
+    frames = sse_data(*({"n": n} for n in range(5)))
+    gate = asyncio.Event()
+
+    class Gated(FakeProvider):
+        async def _answer(self, request: Any, reply: Reply) -> Any:
+            if reply.events is not None:
+                resp = aiohttp.web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+                await resp.prepare(request)
+                await resp.write(reply.events[0])
+                await gate.wait()
+                for frame in reply.events[1:]:
+                    await resp.write(frame)
+                await resp.write_eof()
+                return resp
+            return await super()._answer(request, reply)
+
+    stack = await make_stack(Gated().then(sse_reply(frames)))
+    async with connection(stack) as (reader, writer):
+        writer.write(
+            chat_request(orjson.dumps({"model": "gpt-4o", "stream": True, "messages": []}))
+        )
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+        assert b"Transfer-Encoding: chunked" in head and b"text/event-stream" in head
+        first = await asyncio.wait_for(reader.readuntil(b"\n\n\r\n"), 5)
+        assert b'data: {"n":0}' in first  # before the provider sent the rest
+        gate.set()
+        rest = await asyncio.wait_for(reader.readuntil(b"0\r\n\r\n"), 5)
+    for n in range(1, 5):
+        assert f'data: {{"n":{n}}}'.encode() in rest
+
+
+async def test_a_slow_reader_gets_a_large_answer_whole(make_stack: MakeStack) -> None:
+    big = b"x" * (8 * 1024 * 1024)
+    stack = await make_stack(FakeProvider(lambda r: Reply(body=big)))
+    async with connection(stack) as (reader, writer):
+        writer.write(chat_request(path="/v1/files"))
+        await asyncio.sleep(0.3)  # the front's write buffer fills and it waits
+        status, _, body = await read_answer(reader)
+    assert status == 200 and body == big
+
+
+async def test_an_error_the_proxy_builds_is_written_whole(make_stack: MakeStack) -> None:
+    stack = await make_stack()
+    async with connection(stack) as (reader, writer):
+        writer.write(b"GET /v1/../admin HTTP/1.1\r\nHost: x\r\n\r\n")
+        status, headers, body = await read_answer(reader)
+        assert status == 400 and headers["content-type"].startswith("application/json")
+        assert headers["x-trimgate-request-id"] and "server" not in headers
+        assert b"dot segments" in body
+        writer.write(chat_request())  # and the connection is still good
+        assert (await read_answer(reader))[0] == 200
+
+
+# --- handed over to aiohttp ---------------------------------------------------------
+
+
+HANDED_OVER = [
+    pytest.param(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", 200, id="admin-path"),
+    pytest.param(b"GET /heal%74hz HTTP/1.1\r\nHost: x\r\n\r\n", 200, id="escaped-admin-path"),
+    pytest.param(b"GET /healthz HTTP/1.0\r\n\r\n", 200, id="http-1.0"),
+    pytest.param(b"HEAD /healthz HTTP/1.1\r\nHost: x\r\n\r\n", 200, id="head"),
+    pytest.param(b"GET /healthz HTTP/1.1\nHost: x\n\n", 400, id="bare-lf"),
+    pytest.param(b"GET /v1/models HTTP/1.1\r\n\r\n", 400, id="no-host"),
+    pytest.param(
+        b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n"
+        b"Content-Length: 3\r\n\r\nabc",
+        400,
+        id="two-content-lengths",
+    ),
+    pytest.param(b"POST /v1/embeddings HTTP/1.1\r\nHost : x\r\n\r\n", 400, id="space-before-colon"),
+    pytest.param(
+        b"GET /v1/models HTTP/1.1\r\nHost: x\r\nX-A: 1\r\n folded\r\n\r\n", 400, id="folded-line"
+    ),
+    pytest.param(
+        b"GET /v1/models HTTP/1.1\r\nHost: x\r\nX-A: \x01\r\n\r\n", 400, id="control-character"
+    ),
+    pytest.param(
+        b"GET /v1/models HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 20000 + b"\r\n\r\n",
+        400,
+        id="huge",
+    ),
+]
+
+
+@pytest.mark.parametrize(("request_bytes", "status"), HANDED_OVER)
+async def test_what_the_front_does_not_take_aiohttp_answers(
+    make_stack: MakeStack, request_bytes: bytes, status: int
+) -> None:
+    stack = await make_stack()
+    async with connection(stack) as (reader, writer):
+        writer.write(request_bytes)
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+    assert head.split(b" ")[1] == str(status).encode()
+    if status == 200:
+        assert b"Server: Python/" in head  # aiohttp's server answered
+    assert not stack.fake.requests
+
+
+async def test_chunked_and_expect_bodies_are_forwarded_through_aiohttp(
+    make_stack: MakeStack,
+) -> None:
+    stack = await make_stack()
+    async with connection(stack) as (reader, writer):
+        writer.write(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n" + b"%x\r\n%b\r\n0\r\n\r\n" % (len(CHAT), CHAT)
+        )
+        status, headers, _ = await read_answer(reader)
+        assert status == 200 and headers["x-trimgate-trimmed"] == "false"
+    async with aiohttp.ClientSession() as http:
+        resp = await http.post(
+            f"{stack.base}/v1/chat/completions",
+            data=CHAT,
+            headers={"Content-Type": "application/json"},
+            expect100=True,
+        )
+        assert resp.status == 200 and resp.headers["x-trimgate-trimmed"] == "false"
+    assert [r.body for r in stack.fake.requests] == [CHAT, CHAT]
+
+
+async def test_an_oversized_body_gets_the_providers_413(make_stack: MakeStack) -> None:
+    stack = await make_stack(server={"max_body_bytes": 1024})
+    body = orjson.dumps({"model": "gpt-4o", "messages": [{"role": "user", "content": "x" * 2000}]})
+    async with connection(stack) as (reader, writer):
+        writer.write(chat_request(body))
+        status, headers, answer = await read_answer(reader)
+    assert status == 413 and headers["x-trimgate-error"] == "true"
+    assert orjson.loads(answer)["error"]["message"] == "request body exceeds server.max_body_bytes"
+    assert not stack.fake.requests
+
+
+async def test_a_kept_alive_connection_is_handed_over_between_requests(
+    make_stack: MakeStack,
+) -> None:
+    stack = await make_stack()
+    async with connection(stack) as (reader, writer):
+        writer.write(chat_request())
+        assert (await read_answer(reader))[0] == 200
+        writer.write(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        status, headers, body = await read_answer(reader)
+        assert status == 200 and headers["server"].startswith("Python/")
+        assert b"trimgate_requests_total" in body
+        writer.write(chat_request())  # aiohttp serves the rest of this connection
+        status, headers, _ = await read_answer(reader)
+        assert status == 200 and headers["x-trimgate-trimmed"] == "false"
+        assert "server" in headers
+
+
+async def test_the_event_websocket_upgrades_through_the_front(make_stack: MakeStack) -> None:
+    stack = await make_stack()
+    async with aiohttp.ClientSession() as http, http.ws_connect(f"{stack.base}/api/ws") as ws:
+        await ws.ping()
+        assert not ws.closed
+
+
+# --- limits, clients going away, errors, shutdown ------------------------------------
+
+
+async def test_idle_and_stalled_connections_are_closed(
+    make_stack: MakeStack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(front, "KEEPALIVE", 0.2)
+    stack = await make_stack()
+    async with connection(stack) as (reader, writer):  # idle from the start
+        assert await closed_by_server(reader)
+    async with connection(stack) as (reader, writer):  # idle after an answer
+        writer.write(chat_request())
+        assert (await read_answer(reader))[0] == 200
+        assert await closed_by_server(reader)
+    async with connection(stack) as (reader, writer):  # a head that never ends
+        for _ in range(5):
+            writer.write(b"X")  # bytes keep coming, but the head's clock is not reset
+            await asyncio.sleep(0.05)
+        assert await closed_by_server(reader)
+    async with connection(stack) as (reader, writer):  # a body that stops
+        writer.write(chat_request()[:-5])
+        assert await closed_by_server(reader)
+    assert len(stack.fake.requests) == 1
+
+
+async def test_a_client_leaving_mid_answer_cancels_the_upstream_request(
+    make_stack: MakeStack,
+) -> None:
+    fake = FakeProvider().then(Reply(hang=True))
+    stack = await make_stack(fake)
+    async with connection(stack) as (_, writer):
+        writer.write(chat_request())
+        for _ in range(100):
+            if fake.requests:
+                break
+            await asyncio.sleep(0.01)
+    for _ in range(200):
+        if fake.cancelled:
+            break
+        await asyncio.sleep(0.01)
+    assert fake.cancelled == 1
+
+
+async def test_a_failing_handler_answers_500_and_closes(
+    make_stack: MakeStack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def broken(self: Proxy, request: Any) -> None:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(Proxy, "handle", broken)
+    stack = await make_stack()
+    async with connection(stack) as (reader, writer):
+        writer.write(chat_request())
+        status, headers, _ = await read_answer(reader)
+        assert status == 500 and headers["connection"] == "close"
+        assert await closed_by_server(reader)
+
+
+async def test_shutdown_closes_idle_connections_and_lets_answers_finish(
+    make_stack: MakeStack,
+) -> None:
+    fake = FakeProvider().then(Reply(delay=0.3, data=openai_ok()))
+    stack = await make_stack(fake)
+    async with connection(stack) as (idle_reader, _), connection(stack) as (reader, writer):
+        writer.write(chat_request())
+        for _ in range(500):
+            if fake.requests:
+                break
+            await asyncio.sleep(0.01)
+        stopping = asyncio.create_task(stack.server.close())
+        assert await closed_by_server(idle_reader)
+        status, headers, _ = await read_answer(reader)
+        assert status == 200 and headers["connection"] == "close"
+        await asyncio.wait_for(stopping, 5)
+
+
+async def test_shutdown_gives_up_on_an_answer_after_the_grace_period() -> None:
+    started = asyncio.Event()
+
+    async def handle(request: front.FrontRequest) -> None:
+        started.set()
+        await asyncio.sleep(3600)
+
+    async def unused() -> None:
+        raise AssertionError
+
+    gate = front.Front(handle, unused, max_body=1024, delegated=frozenset())  # type: ignore[arg-type]
+    server = await asyncio.get_running_loop().create_server(gate.protocol, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+    await asyncio.wait_for(started.wait(), 5)
+    server.close()
+    await asyncio.wait_for(gate.shutdown(grace=0.1), 5)
+    assert await closed_by_server(reader)
+    assert not gate.connections
+    writer.close()
+
+
+# --- the head parser against aiohttp's ---------------------------------------------------
+
+
+def test_parse_head_reads_what_the_front_serves() -> None:
+    head = front.parse_head(
+        b"POST /v1/chat/completions?x=1 HTTP/1.1\r\nHost: a\r\nX-A: 1 \r\nx-a:\t2\r\n"
+        b"Content-Length: 12\r\nConnection: keep-alive, Close",
+        max_body=100,
+        delegated=ADMIN_PATHS,
+    )
+    assert head is not None
+    assert (head.method, head.target, head.length, head.keep) == (
+        "POST",
+        "/v1/chat/completions?x=1",
+        12,
+        False,
+    )
+    assert head.headers.getall("X-A") == ["1", "2"]
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        b"POST /v1/x HTTP/1.1\r\nHost: h\r\nContent-Length: 101",  # over max_body
+        b"POST /v1/x HTTP/1.1\r\nHost: h\r\nContent-Length: +1",
+        b"POST /v1/x HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked",
+        b"POST /v1/x HTTP/1.1\r\nHost: h\r\nExpect: 100-continue",
+        b"GET /v1/x HTTP/1.1\r\nHost: h\r\nConnection: Upgrade\r\nUpgrade: websocket",
+        b"GET /api/ws HTTP/1.1\r\nHost: h",
+        b"GET /metrics?x HTTP/1.1\r\nHost: h",
+        b"CONNECT /x HTTP/1.1",
+        b"get /x HTTP/1.1",
+        b"GET http://elsewhere/x HTTP/1.1",
+        b"GET /x HTTP/1.1\r\nHost: h\r\nX-A: a\rb",
+        b"GET /x HTTP/1.1\r\nHost: h\r\nX-A: a\x00b",
+        b"GET /x HTTP/1.1\r\nHost: h\r\nX\x80: a",
+        b"GET /x HTTP/1.1\r\n\r\nHost: h\r\nX-A: 1",  # an empty line inside
+        b"GET  /x HTTP/1.1",
+        b"GET /x HTTP/1.1 ",
+        b"GET /x HTTP/1.1",  # no Host
+        b"GET /x HTTP/1.1\r\nHost: a\r\nHost: b",
+    ],
+)
+def test_parse_head_leaves_the_rest_to_aiohttp(head: bytes) -> None:
+    assert front.parse_head(head, max_body=100, delegated=ADMIN_PATHS) is None
+
+
+_NAMES = st.sampled_from(
+    ["Host", "Content-Type", "content-length", "X-A", "Connection", "Transfer-Encoding", "Expect"]
+) | st.text(alphabet=st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=6)
+_VALUES = st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=0x1FF), max_size=8) | (
+    st.sampled_from(["5", "05", "close", "chunked", " 3 ", "1, 2", "keep-alive"])
+)
+_SEPARATORS = st.sampled_from(["\r\n", "\r\n", "\r\n", "\n", "\r", "\r\n "])
+
+
+@st.composite
+def heads(draw: st.DrawFn) -> bytes:
+    method = draw(st.sampled_from(["GET", "POST", "PUT", "HEAD", "get", "PO ST", "DELETE"]))
+    target = draw(st.sampled_from(["/", "/v1/x", "/v1/x?a=%20", "/a%2Fb", "*", "/ x", "/\x7f"]))
+    version = draw(st.sampled_from(["HTTP/1.1", "HTTP/1.1", "HTTP/1.0", "HTTP/2", "HTTP/1.1 "]))
+    text = f"{method} {target} {version}"
+    for name, value in draw(st.lists(st.tuples(_NAMES, _VALUES), max_size=5)):
+        colon = draw(st.sampled_from([":", ": ", " :", ":\t"]))
+        text += draw(_SEPARATORS) + name + colon + value
+    return text.encode("utf-8", "surrogateescape")
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(heads())
+def test_every_head_the_front_takes_aiohttp_reads_the_same_way(head: bytes) -> None:
+    parsed = front.parse_head(head, max_body=100, delegated=ADMIN_PATHS)
+    if parsed is None:
+        return  # aiohttp decides, as before
+    loop = asyncio.new_event_loop()
+    try:
+        parser = HttpRequestParser(
+            BaseProtocol(loop), loop, 2**16, max_line_size=8190, max_field_size=8190
+        )
+        ((message, _),), _, _ = parser.feed_data(head + b"\r\n\r\n")  # raises if aiohttp refuses
+    finally:
+        loop.close()
+    assert message.method == parsed.method and message.path == parsed.target
+    assert message.version == aiohttp.HttpVersion11
+    assert list(message.headers.items()) == list(parsed.headers.items())
+    assert int(message.headers.get("Content-Length", 0)) == parsed.length
+    assert message.should_close == (not parsed.keep)
+    assert not message.chunked and not message.upgrade
+
+
+# --- on uvloop, the loop `trimgate serve` runs -------------------------------------------
+
+
+UVLOOP_TESTS: list[Callable[..., Awaitable[None]]] = [
+    test_chat_requests_are_served_by_the_front_on_one_kept_alive_connection,
+    test_pipelined_requests_are_answered_in_order,
+    test_a_slow_reader_gets_a_large_answer_whole,
+    test_a_kept_alive_connection_is_handed_over_between_requests,
+    test_the_event_websocket_upgrades_through_the_front,
+    test_a_client_leaving_mid_answer_cancels_the_upstream_request,
+    test_shutdown_closes_idle_connections_and_lets_answers_finish,
+]
+
+
+@pytest.mark.parametrize("test", UVLOOP_TESTS, ids=lambda f: f.__name__)
+def test_on_uvloop(test: Callable[..., Awaitable[None]]) -> None:
+    import uvloop
+
+    async def run() -> None:
+        assert type(asyncio.get_running_loop()).__module__.startswith("uvloop")
+        async with stacks("trimgate", "trimgate") as make:
+            await test(make)
+
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        runner.run(run())

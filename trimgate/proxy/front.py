@@ -1,0 +1,543 @@
+"""trimgate's own HTTP/1.1 front: the proxy's hot path without aiohttp's server.
+
+What agents' SDKs send (HTTP/1.1, a body framed by Content-Length, a proxied path)
+is parsed here and handed straight to ``Proxy.handle`` as a ``FrontRequest``, and
+the answer is written to the socket with one write where it can be. Anything
+else hands the connection over to aiohttp's own request handler, with every byte
+read so far, and aiohttp serves it exactly as it serves a connection it accepted:
+HTTP/1.0, chunked or ``Expect`` request bodies, upgrades (the event WebSocket),
+``HEAD``, the admin paths, percent-escaped paths, heads this parser does not take
+(bare LF, folded lines, control characters, duplicate Content-Length), oversized
+heads and bodies. A handed-over connection stays with aiohttp.
+
+The per-request cost this saves is in bench/RESULTS.md; ``server.http_server:
+aiohttp`` serves every connection with aiohttp instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+import socket
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from email.utils import formatdate
+from typing import Any, Final, cast
+
+from aiohttp import web
+from multidict import CIMultiDict, CIMultiDictProxy
+
+log = logging.getLogger("trimgate")
+
+MAX_HEAD: Final = 16 * 1024  # a longer head goes to aiohttp, which answers it (431/400)
+PIPELINE_LIMIT: Final = 256 * 1024  # read no further while this much waits behind a request
+KEEPALIVE: Final = 75.0  # seconds an idle connection is kept, and for a whole head to arrive
+SHUTDOWN_TIMEOUT: Final = 60.0  # on stop, in-flight answers get this long (aiohttp's default)
+METHODS: Final = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+_HEAD_END: Final = re.compile(rb"\r?\n\r?\n")
+_REQUEST_LINE: Final = re.compile(r"([A-Z]+) (/[^ ]*) HTTP/1\.1")
+_TOKEN: Final = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # a field name (RFC 9110 §5.1)
+_CTL: Final = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_NO_BODY_STATUS: Final = frozenset({204, 304})
+_OURS: Final = frozenset({"content-length", "transfer-encoding", "connection", "date", "server"})
+
+Handle = Callable[["FrontRequest"], Awaitable[web.StreamResponse | None]]
+
+
+class _Date:
+    """The Date header's value, formatted once a second."""
+
+    second = -1
+    value = ""
+
+    @classmethod
+    def now(cls) -> str:
+        second = int(time.time())
+        if second != cls.second:
+            cls.second, cls.value = second, formatdate(second, usegmt=True)
+        return cls.value
+
+
+class Head:
+    """A request head this front serves: method, target, headers, body length."""
+
+    __slots__ = ("headers", "keep", "length", "method", "target")
+
+    def __init__(
+        self, method: str, target: str, headers: CIMultiDict[str], length: int, keep: bool
+    ) -> None:
+        self.method = method
+        self.target = target
+        self.headers = headers
+        self.length = length
+        self.keep = keep
+
+
+def parse_head(head: bytes, *, max_body: int, delegated: Iterable[str]) -> Head | None:
+    """The head (without its blank line), or None: aiohttp takes the connection.
+
+    None is never a refusal: it only means aiohttp's parser decides, so this one
+    can be strict without ever answering differently from aiohttp.
+    """
+    text = head.decode("utf-8", "surrogateescape")  # aiohttp's reading of header bytes
+    lines = text.split("\r\n")
+    breaks = len(lines) - 1
+    if text.count("\n") != breaks or text.count("\r") != breaks or _CTL.search(text):
+        return None  # a bare CR or LF, or a control character
+    line = _REQUEST_LINE.fullmatch(lines[0])
+    if line is None:
+        return None
+    method, target = line.groups()
+    path = target.partition("?")[0]
+    if method not in METHODS or "%" in path or path in delegated:
+        return None  # escapes: aiohttp routes on the decoded path, so it decides
+    pairs = []
+    for field in lines[1:]:
+        name, colon, value = field.partition(":")
+        if not colon or not _TOKEN.fullmatch(name):
+            return None  # also a folded line, or whitespace before the colon
+        pairs.append((name, value.strip(" \t")))
+    headers = CIMultiDict(pairs)
+    if "Transfer-Encoding" in headers or "Expect" in headers or "Upgrade" in headers:
+        return None
+    if len(headers.getall("Host", ())) != 1:
+        return None  # aiohttp refuses an HTTP/1.1 request without one Host
+    lengths = headers.getall("Content-Length", ())
+    length = 0
+    if lengths:
+        if len(lengths) > 1 or not lengths[0].isdigit() or not lengths[0].isascii():
+            return None
+        length = int(lengths[0])
+        if length > max_body:
+            return None  # aiohttp answers 413 (the proxy's own envelope is for its path)
+    keep = True
+    if "Connection" in headers:
+        tokens = {t.strip().lower() for t in ",".join(headers.getall("Connection")).split(",")}
+        if "upgrade" in tokens:
+            return None
+        keep = "close" not in tokens
+    return Head(method, target, headers, length, keep)
+
+
+class FrontRequest:
+    """One request served by the front: the part of ``web.Request`` the proxy reads,
+    and the answer's writer (``start``, ``write``, ``write_eof``)."""
+
+    __slots__ = (
+        "_chunked",
+        "_conn",
+        "_pending",
+        "body",
+        "finished",
+        "headers",
+        "keep",
+        "method",
+        "path",
+        "raw_path",
+        "started",
+    )
+
+    def __init__(self, conn: FrontProtocol, head: Head, body: bytes) -> None:
+        self._conn = conn
+        self.method = head.method
+        self.raw_path = head.target
+        self.path = head.target.partition("?")[0]  # never escaped: see parse_head
+        self.headers = CIMultiDictProxy(head.headers)
+        self.keep = head.keep
+        self.body = body
+        self.started = False
+        self.finished = False
+        self._chunked = False
+        self._pending: bytes | None = None  # the answer's head, sent with its first bytes
+
+    @property
+    def transport(self) -> asyncio.Transport | None:
+        return self._conn.transport
+
+    async def read(self) -> bytes:
+        return self.body
+
+    def start(
+        self,
+        status: int,
+        reason: str | None,
+        headers: Iterable[tuple[str, str]],
+        length: int | None,
+    ) -> None:
+        """The answer's status line and headers; ``length`` None: chunked."""
+        if self.started:
+            raise RuntimeError("the answer has started already")
+        self.started = True
+        parts = [f"HTTP/1.1 {status} {reason or ''}\r\n"]
+        for key, value in headers:
+            parts.append(f"{key}: {value}\r\n")
+        parts.append(f"Date: {_Date.now()}\r\n")
+        if status in _NO_BODY_STATUS or status < 200:
+            pass  # never a body, so no framing
+        elif length is not None:
+            parts.append(f"Content-Length: {length}\r\n")
+        else:
+            parts.append("Transfer-Encoding: chunked\r\n")
+            self._chunked = True
+        if self._conn.closing:
+            self.keep = False  # shutting down: this is the connection's last answer
+        if not self.keep:
+            parts.append("Connection: close\r\n")
+        parts.append("\r\n")
+        text = "".join(parts)
+        if text.count("\n") != len(parts) or text.count("\r") != len(parts):
+            raise ValueError("a line break in an answer's status line or header")
+        self._pending = text.encode("utf-8", "surrogateescape")
+
+    def _transport(self) -> asyncio.Transport:
+        transport = self._conn.transport
+        if transport is None or transport.is_closing():
+            raise ConnectionResetError("the client has gone away")
+        return transport
+
+    async def write(self, data: bytes) -> None:
+        if not data:
+            return
+        transport = self._transport()
+        pieces: list[bytes] = []
+        if self._pending is not None:
+            pieces.append(self._pending)
+            self._pending = None
+        if self._chunked:
+            pieces += (b"%x\r\n" % len(data), data, b"\r\n")
+        else:
+            pieces.append(data)
+        if len(data) < 16384:
+            transport.write(b"".join(pieces))
+        else:
+            transport.writelines(pieces)
+        await self._conn.drain()
+
+    async def write_eof(self, data: bytes = b"") -> None:
+        if data:
+            await self.write(data)
+        transport = self._transport()
+        end = b"0\r\n\r\n" if self._chunked else b""
+        head, self._pending = self._pending, None
+        if head is not None or end:
+            transport.write(head + end if head is not None else end)
+        self.finished = True
+
+    async def send(self, response: web.StreamResponse) -> None:
+        """An answer the proxy built whole (its errors, an admin refusal)."""
+        if not isinstance(response, web.Response) or response.prepared:
+            raise TypeError("the front writes only whole, unprepared web.Response answers")
+        body = response.body
+        if body is None:
+            body = b""
+        if not isinstance(body, bytes | bytearray):
+            raise TypeError("the front writes only answers with a bytes body")
+        headers = [(k, v) for k, v in response.headers.items() if k.lower() not in _OURS]
+        if body and "Content-Type" not in response.headers:
+            headers.append(("Content-Type", "application/octet-stream"))
+        self.start(response.status, response.reason, headers, len(body))
+        await self.write_eof(bytes(body))
+
+
+_HEAD, _BODY, _BUSY, _GONE = range(4)
+
+
+class FrontProtocol(asyncio.Protocol):
+    """One client connection: requests one at a time, kept alive between them."""
+
+    def __init__(self, front: Front) -> None:
+        self._front = front
+        self._loop = front.loop
+        self.transport: asyncio.Transport | None = None
+        self._state = _HEAD
+        self._buf = b""  # bytes of the next head (or, while busy, of pipelined requests)
+        self._scanned = 0
+        self._head: Head | None = None
+        self._parts: list[bytes] = []  # the body, as it arrives
+        self._have = 0
+        self._task: asyncio.Task[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._reading = True
+        self._drain: asyncio.Future[None] | None = None
+        self._paused = False
+        self.closing = False  # close once the request in flight is answered
+
+    # --- asyncio.Protocol --------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport = cast(asyncio.Transport, transport)  # uvloop's is not one
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)  # as aiohttp does
+        self._front.connections.add(self)
+        self._arm()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._state = _GONE
+        self.transport = None
+        self._front.forget(self)
+        self._disarm()
+        if self._task is not None:
+            self._task.cancel()  # the client left: the upstream request is cancelled too
+        drain, self._drain = self._drain, None
+        if drain is not None and not drain.done():
+            drain.set_exception(ConnectionResetError("the client has gone away"))
+
+    def pause_writing(self) -> None:
+        self._paused = True
+
+    def resume_writing(self) -> None:
+        self._paused = False
+        drain, self._drain = self._drain, None
+        if drain is not None and not drain.done():
+            drain.set_result(None)
+
+    def data_received(self, data: bytes) -> None:
+        state = self._state
+        if state == _HEAD:
+            self._buf = self._buf + data if self._buf else data
+            self._on_head()
+        elif state == _BODY:
+            self._arm()  # a body in progress: the idle clock runs from its last bytes
+            self._parts.append(data)
+            self._have += len(data)
+            self._on_body()
+        elif state == _BUSY:
+            self._buf += data  # pipelined: served once this answer is out
+            if len(self._buf) > PIPELINE_LIMIT and self.transport is not None:
+                self._reading = False
+                self.transport.pause_reading()
+
+    # --- reading requests ----------------------------------------------------
+
+    def _on_head(self) -> None:
+        buf = self._buf
+        found = _HEAD_END.search(buf, self._scanned)
+        if found is None:
+            if len(buf) > MAX_HEAD:
+                self._hand_over()
+            else:
+                self._scanned = max(0, len(buf) - 3)
+            return
+        if found.end() - found.start() != 4:
+            self._hand_over()  # a blank line of bare LFs: aiohttp's parser decides
+            return
+        front = self._front
+        head = parse_head(buf[: found.start()], max_body=front.max_body, delegated=front.delegated)
+        if head is None:
+            self._hand_over()
+            return
+        self._disarm()
+        rest = buf[found.end() :]
+        self._buf = b""
+        self._scanned = 0
+        self._head = head
+        self._parts = [rest] if rest else []
+        self._have = len(rest)
+        self._state = _BODY
+        self._on_body()
+
+    def _on_body(self) -> None:
+        head = self._head
+        assert head is not None
+        if self._have < head.length:
+            self._arm()
+            return
+        parts = self._parts
+        data = parts[0] if len(parts) == 1 else b"".join(parts)
+        self._parts = []
+        self._have = 0
+        body, self._buf = data[: head.length], data[head.length :]
+        self._head = None
+        self._state = _BUSY
+        self._disarm()
+        request = FrontRequest(self, head, body)
+        self._task = self._loop.create_task(self._serve(request))
+
+    def _hand_over(self) -> None:
+        """aiohttp serves this connection from here on, from the bytes read so far."""
+        transport = self.transport
+        assert transport is not None
+        self._disarm()
+        self._state = _GONE
+        self._front.forget(self)
+        data, self._buf = self._buf, b""
+        handler = self._front.aiohttp_server()
+        transport.set_protocol(handler)
+        handler.connection_made(transport)
+        if data:
+            handler.data_received(data)
+        if not self._reading:
+            self._reading = True
+            transport.resume_reading()
+
+    # --- answering ---------------------------------------------------------------
+
+    async def _serve(self, request: FrontRequest) -> None:
+        try:
+            response = await self._front.handle(request)
+            if response is not None:
+                await request.send(response)
+        except ConnectionResetError:
+            pass  # the client left mid-answer
+        except Exception as exc:
+            log.exception(
+                "a request handler failed",
+                extra={"event": "handler_error", "error_type": type(exc).__name__},
+            )
+            if not request.started and self.transport is not None:
+                request.keep = False
+                with contextlib.suppress(ConnectionResetError):
+                    await request.send(web.json_response({"error": "internal error"}, status=500))
+        finally:
+            self._task = None
+        self._done(request)
+
+    def _done(self, request: FrontRequest) -> None:
+        transport = self.transport
+        if transport is None:
+            return
+        if not (request.finished and request.keep) or self.closing:
+            transport.close()
+            return
+        self._state = _HEAD
+        self._arm()
+        if not self._reading:
+            self._reading = True
+            transport.resume_reading()
+        if self._buf:
+            self._on_head()  # a pipelined request
+
+    async def drain(self) -> None:
+        if not self._paused:
+            return
+        if self.transport is None:
+            raise ConnectionResetError("the client has gone away")
+        if self._drain is None:
+            self._drain = self._loop.create_future()
+        await self._drain
+
+    # --- idle connections ----------------------------------------------------------
+
+    def _arm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = self._loop.call_later(KEEPALIVE, self._idle)
+
+    def _disarm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _idle(self) -> None:
+        self._timer = None
+        if self._state in (_HEAD, _BODY) and self.transport is not None:
+            self.transport.close()  # idle too long, or a head or body that stalled
+
+    @property
+    def idle(self) -> bool:
+        return self._state == _HEAD and not self._buf
+
+
+class Front:
+    """What the connections share: the handler, aiohttp's server for hand-overs, limits."""
+
+    def __init__(
+        self,
+        handle: Handle,
+        aiohttp_server: Callable[[], asyncio.Protocol],
+        *,
+        max_body: int,
+        delegated: frozenset[str],
+    ) -> None:
+        self.handle = handle
+        self.aiohttp_server = aiohttp_server
+        self.max_body = max_body
+        self.delegated = delegated
+        self.loop = asyncio.get_running_loop()
+        self.connections: set[FrontProtocol] = set()
+        self._gone = asyncio.Event()  # set while no connection is open
+
+    def protocol(self) -> FrontProtocol:
+        return FrontProtocol(self)
+
+    def forget(self, conn: FrontProtocol) -> None:
+        self.connections.discard(conn)
+        if not self.connections:
+            self._gone.set()
+
+    async def shutdown(self, grace: float = SHUTDOWN_TIMEOUT) -> None:
+        """Close idle connections now, the others once answered, all within ``grace``."""
+        for conn in list(self.connections):
+            conn.closing = True
+            if conn.idle and conn.transport is not None:
+                conn.transport.close()
+        if self.connections:
+            self._gone.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._gone.wait(), grace)
+        for conn in list(self.connections):
+            if conn.transport is not None:
+                conn.transport.abort()
+
+
+class FrontSite(web.BaseSite):
+    """A TCP listener serving the proxy app through the front (see the module's doc)."""
+
+    __slots__ = ("_front", "_host", "_listen_backlog", "_port", "_reuse_port", "_sock")
+
+    def __init__(
+        self,
+        runner: web.AppRunner,
+        host: str | None = None,
+        port: int | None = None,
+        *,
+        handle: Handle,
+        max_body: int,
+        delegated: frozenset[str],
+        reuse_port: bool = False,
+        backlog: int = 128,
+        sock: socket.socket | None = None,
+    ) -> None:
+        super().__init__(runner, backlog=backlog)
+        self._listen_backlog = backlog
+        self._host = host
+        self._port = port
+        self._reuse_port = reuse_port
+        self._sock = sock
+        server = runner.server
+        assert server is not None
+        self._front = Front(handle, server, max_body=max_body, delegated=delegated)
+
+    @property
+    def name(self) -> str:
+        return f"http://{self._host}:{self._port}"
+
+    @property
+    def port(self) -> int:
+        server: Any = self._server  # asyncio's Server or uvloop's: both have sockets
+        assert server is not None
+        return int(server.sockets[0].getsockname()[1])
+
+    async def start(self) -> None:
+        await super().start()
+        loop = asyncio.get_running_loop()
+        if self._sock is not None:
+            self._server = await loop.create_server(
+                self._front.protocol, sock=self._sock, backlog=self._listen_backlog
+            )
+        else:
+            self._server = await loop.create_server(
+                self._front.protocol,
+                self._host,
+                self._port or 0,
+                backlog=self._listen_backlog,
+                reuse_address=True,
+                reuse_port=self._reuse_port or None,
+            )
+
+    async def stop(self) -> None:
+        await super().stop()  # the listener is closed: no new connections
+        await self._front.shutdown()
