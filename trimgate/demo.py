@@ -19,6 +19,7 @@ from aiohttp import web
 
 from trimgate.config import parse_config
 from trimgate.proxy.app import HUB, create_app
+from trimgate.proxy.serve import proxy_site
 
 WINDOW = 6000  # the fake model's real context window, in its own tokens
 TOKEN_RATIO = 1.3  # the fake tokenizer counts this many tokens per estimated token
@@ -109,7 +110,7 @@ async def run_demo(out: Any = print) -> int:
     runner = web.AppRunner(app, access_log=None, handler_cancellation=True, auto_decompress=False)
     await runner.setup()
     port = _free_port()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
+    await proxy_site(runner, "127.0.0.1", port).start()  # as `trimgate serve` listens
     base = f"http://127.0.0.1:{port}"
 
     out("trimgate demo")

@@ -37,7 +37,21 @@ KEEPALIVE: Final = 75.0  # seconds an idle connection is kept, and for a whole h
 SHUTDOWN_TIMEOUT: Final = 60.0  # on stop, in-flight answers get this long (aiohttp's default)
 METHODS: Final = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 _HEAD_END: Final = re.compile(rb"\r?\n\r?\n")
-_REQUEST_LINE: Final = re.compile(r"([A-Z]+) (/[^ ]*) HTTP/1\.1")
+# origin-form targets of RFC 3986 characters only; anything else is aiohttp's to judge
+_REQUEST_LINE: Final = re.compile(r"([A-Z]+) (/[A-Za-z0-9\-._~!$&'()*+,;=:@/?%]*) HTTP/1\.1")
+# fields aiohttp refuses to see twice (aiohttp.http_parser.SINGLETON_HEADERS)
+_SINGLETONS: Final = (
+    "Content-Length",
+    "Content-Location",
+    "Content-Range",
+    "Content-Type",
+    "ETag",
+    "Host",
+    "Max-Forwards",
+    "Server",
+    "Transfer-Encoding",
+    "User-Agent",
+)
 _TOKEN: Final = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # a field name (RFC 9110 §5.1)
 _CTL: Final = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _NO_BODY_STATUS: Final = frozenset({204, 304})
@@ -102,14 +116,18 @@ def parse_head(head: bytes, *, max_body: int, delegated: Iterable[str]) -> Head 
     headers = CIMultiDict(pairs)
     if "Transfer-Encoding" in headers or "Expect" in headers or "Upgrade" in headers:
         return None
-    if len(headers.getall("Host", ())) != 1:
-        return None  # aiohttp refuses an HTTP/1.1 request without one Host
-    lengths = headers.getall("Content-Length", ())
+    if "Host" not in headers:
+        return None  # aiohttp refuses an HTTP/1.1 request without a Host
+    if len(headers) != len({name.lower() for name, _ in pairs}) and any(
+        len(headers.getall(name, ())) > 1 for name in _SINGLETONS
+    ):
+        return None  # a field aiohttp takes only once, twice
+    declared = headers.get("Content-Length")
     length = 0
-    if lengths:
-        if len(lengths) > 1 or not lengths[0].isdigit() or not lengths[0].isascii():
+    if declared is not None:
+        if not declared.isdigit() or not declared.isascii():
             return None
-        length = int(lengths[0])
+        length = int(declared)
         if length > max_body:
             return None  # aiohttp answers 413 (the proxy's own envelope is for its path)
     keep = True
