@@ -286,13 +286,170 @@ async def test_the_event_websocket_upgrades_through_the_front(make_stack: MakeSt
         assert not ws.closed
 
 
+# --- read as aiohttp's server read it (each on both servers) ---------------------------
+
+both_servers = pytest.mark.parametrize("http_server", ["trimgate", "aiohttp"])
+
+
+class RawUpstream:
+    """A loopback provider that records the request heads it gets (aiohttp's own server,
+    the fake provider, would refuse some of them itself and hide a difference)."""
+
+    def __init__(self) -> None:
+        self.heads: list[bytes] = []
+        self.server: asyncio.Server | None = None
+
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(Exception):
+            self.heads.append(await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5))
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}")
+            await writer.drain()
+        writer.close()
+
+    async def __aenter__(self) -> str:
+        self.server = await asyncio.start_server(self.serve, "127.0.0.1", 0)
+        return f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self.server is not None
+        self.server.close()
+
+
+async def status_of(stack: Stack, raw: bytes) -> int:
+    async with connection(stack) as (reader, writer):
+        writer.write(raw)
+        return (await read_answer(reader))[0]
+
+
+@both_servers
+@pytest.mark.parametrize(
+    ("target", "status"),
+    [
+        (b"/v1/.\t./.\t./tenant-b/v1/models", 400),  # yarl drops tabs: a dot segment upstream
+        (b"/v1/\t/models", 400),
+        (b"/v1/..#x", 400),  # the fragment hid the final dot segment
+        (b"/metrics#x", 200),  # and an admin path: served here, not forwarded
+        (b"/v1/models\xff?q=\xc3\xbc", 400),  # bytes outside ASCII
+    ],
+)
+async def test_odd_targets_are_answered_as_aiohttp_answered_them(
+    make_stack: MakeStack, target: bytes, status: int
+) -> None:
+    fake = FakeProvider()
+    stack = await make_stack(fake)
+    base = str(stack.fake_server.make_url("")).rstrip("/")
+    stack = await make_stack(
+        fake, upstreams={"openai": {"provider": "openai", "base_url": base + "/tenant-a"}}
+    )
+    answer = await status_of(stack, b"GET " + target + b" HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert answer == status and not fake.requests
+
+
+@both_servers
+@pytest.mark.parametrize(
+    "extra",
+    [
+        pytest.param("X-Big: " + "a" * 9000 + "\r\n", id="long-field"),
+        pytest.param("".join(f"X-{i}: 1\r\n" for i in range(200)), id="200-fields"),
+    ],
+)
+async def test_aiohttps_head_limits_hold(make_stack: MakeStack, extra: str) -> None:
+    raw = RawUpstream()
+    async with raw as url:
+        stack = await make_stack(upstreams={"openai": {"provider": "openai", "base_url": url}})
+        status = await status_of(stack, chat_request(path="/v1/files", extra=extra))
+    assert status == 400 and not raw.heads
+
+
+@both_servers
+async def test_keep_alive_is_decided_as_aiohttp_decided_it(make_stack: MakeStack) -> None:
+    stack = await make_stack()
+    async with connection(stack) as (reader, writer):  # llhttp reads it as Connection
+        writer.write(chat_request(extra="Proxy-Connection: close\r\n"))
+        _, headers, _ = await read_answer(reader)
+        assert headers.get("connection") == "close" and await closed_by_server(reader)
+    async with connection(stack) as (reader, writer):  # not a "close" token
+        writer.write(chat_request(extra="Connection: close\u00a0\r\n"))
+        _, headers, _ = await read_answer(reader)
+        assert "connection" not in headers
+        writer.write(chat_request())
+        assert (await read_answer(reader))[0] == 200
+
+
+@both_servers
+async def test_a_zero_padded_content_length_of_5000_digits(make_stack: MakeStack) -> None:
+    stack = await make_stack()
+    padded = chat_request(extra="X: 1\r\n").replace(
+        b"Content-Length: ", b"Content-Length: " + b"0" * 5000
+    )
+    async with connection(stack) as (reader, writer):
+        writer.write(padded)
+        assert (await read_answer(reader))[0] == 200
+        writer.write(chat_request() + padded)  # and pipelined behind another request
+        assert (await read_answer(reader))[0] == 200
+        assert (await read_answer(reader))[0] == 200
+
+
+@both_servers
+async def test_empty_lines_between_requests_are_ignored(make_stack: MakeStack) -> None:
+    stack = await make_stack()
+    async with connection(stack) as (reader, writer):
+        writer.write(chat_request() + b"\r\n")
+        assert (await read_answer(reader))[0] == 200
+        writer.write(b"\r\n" + chat_request())
+        status, headers, _ = await read_answer(reader)
+        assert status == 200 and headers["x-trimgate-trimmed"] == "false"
+        writer.write(b"\r\n")
+        await asyncio.sleep(0.1)
+        stopping = asyncio.create_task(stack.server.close())  # the connection is idle again
+        assert await closed_by_server(reader)
+        await asyncio.wait_for(stopping, 5)
+
+
 # --- limits, clients going away, errors, shutdown ------------------------------------
+
+
+async def test_an_idle_connection_outlives_the_stall_clock(
+    make_stack: MakeStack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(front, "STALL", 0.1)
+    stack = await make_stack()
+    async with connection(stack) as (reader, writer):
+        writer.write(chat_request())
+        assert (await read_answer(reader))[0] == 200
+        await asyncio.sleep(0.4)  # idle, not stalled: KEEPALIVE applies
+        writer.write(chat_request())
+        assert (await read_answer(reader))[0] == 200
+
+
+async def test_a_streams_head_goes_out_before_its_first_bytes(make_stack: MakeStack) -> None:
+    gate = asyncio.Event()
+
+    class Slow(FakeProvider):
+        async def _answer(self, request: Any, reply: Reply) -> Any:
+            resp = aiohttp.web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
+            await resp.prepare(request)
+            await gate.wait()
+            await resp.write(b"{}\n")
+            await resp.write_eof()
+            return resp
+
+    stack = await make_stack(Slow())
+    async with connection(stack) as (reader, writer):
+        writer.write(chat_request(path="/v1/threads/runs"))  # not a chat path: relayed as is
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+        assert head.startswith(b"HTTP/1.1 200") and b"Transfer-Encoding: chunked" in head
+        gate.set()
+        assert (
+            await asyncio.wait_for(reader.readuntil(b"0\r\n\r\n"), 5) == b"3\r\n{}\n\r\n0\r\n\r\n"
+        )
 
 
 async def test_idle_and_stalled_connections_are_closed(
     make_stack: MakeStack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(front, "KEEPALIVE", 0.2)
+    monkeypatch.setattr(front, "STALL", 0.2)
     stack = await make_stack()
     async with connection(stack) as (reader, writer):  # idle from the start
         assert await closed_by_server(reader)
@@ -515,7 +672,12 @@ def aiohttp_reads(head: bytes) -> Any:
     loop = asyncio.new_event_loop()
     try:
         parser = HttpRequestParser(
-            BaseProtocol(loop), loop, 2**16, max_line_size=8190, max_field_size=8190
+            BaseProtocol(loop),
+            loop,
+            2**16,
+            max_line_size=8190,
+            max_field_size=8190,
+            max_headers=128,
         )
         ((message, _),), _, _ = parser.feed_data(head + b"\r\n\r\n")
         return message

@@ -733,6 +733,8 @@ async def _relay(
     response: web.StreamResponse | None
     if isinstance(request, FrontRequest):  # trimgate's front: the head goes with the body
         request.start(resp.status, resp.reason, headers, length)
+        if length is None and not attempt.head:
+            await request.flush()  # a stream that may be slow to start: its head at once
         out, response = request, None
     else:
         response = web.StreamResponse(status=resp.status, reason=resp.reason)

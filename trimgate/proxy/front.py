@@ -33,7 +33,10 @@ log = logging.getLogger("trimgate")
 
 MAX_HEAD: Final = 16 * 1024  # a longer head goes to aiohttp, which answers it (431/400)
 PIPELINE_LIMIT: Final = 256 * 1024  # read no further while this much waits behind a request
-KEEPALIVE: Final = 75.0  # seconds an idle connection is kept, and for a whole head to arrive
+KEEPALIVE: Final = 3630.0  # seconds an idle connection is kept (aiohttp 3.14's default)
+STALL: Final = 60.0  # seconds for a started head to end, and between two reads of a body
+MAX_LINE: Final = 8000  # a longer line, or more fields than MAX_FIELDS: aiohttp's limits
+MAX_FIELDS: Final = 128  # (8190 bytes a line, 128 fields) decide
 SHUTDOWN_TIMEOUT: Final = 60.0  # on stop, in-flight answers get this long (aiohttp's default)
 METHODS: Final = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 _HEAD_END: Final = re.compile(rb"\r?\n\r?\n")
@@ -54,6 +57,8 @@ _SINGLETONS: Final = (
 )
 _TOKEN: Final = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # a field name (RFC 9110 §5.1)
 _CTL: Final = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+# framing and connection fields aiohttp's parser acts on: a request with one is aiohttp's
+_DELEGATED_FIELDS: Final = ("Transfer-Encoding", "Expect", "Upgrade", "Proxy-Connection")
 _NO_BODY_STATUS: Final = frozenset({204, 304})
 _OURS: Final = frozenset({"content-length", "transfer-encoding", "connection", "date", "server"})
 
@@ -98,6 +103,10 @@ def parse_head(head: bytes, *, max_body: int, delegated: Iterable[str]) -> Head 
     text = head.decode("utf-8", "surrogateescape")  # aiohttp's reading of header bytes
     lines = text.split("\r\n")
     breaks = len(lines) - 1
+    if breaks > MAX_FIELDS or (
+        len(head) > MAX_LINE and any(len(line) > MAX_LINE for line in head.split(b"\r\n"))
+    ):
+        return None
     if text.count("\n") != breaks or text.count("\r") != breaks or _CTL.search(text):
         return None  # a bare CR or LF, or a control character
     line = _REQUEST_LINE.fullmatch(lines[0])
@@ -114,7 +123,7 @@ def parse_head(head: bytes, *, max_body: int, delegated: Iterable[str]) -> Head 
             return None  # also a folded line, or whitespace before the colon
         pairs.append((name, value.strip(" \t")))
     headers = CIMultiDict(pairs)
-    if "Transfer-Encoding" in headers or "Expect" in headers or "Upgrade" in headers:
+    if any(name in headers for name in _DELEGATED_FIELDS):
         return None
     if "Host" not in headers:
         return None  # aiohttp refuses an HTTP/1.1 request without a Host
@@ -125,14 +134,15 @@ def parse_head(head: bytes, *, max_body: int, delegated: Iterable[str]) -> Head 
     declared = headers.get("Content-Length")
     length = 0
     if declared is not None:
-        if not declared.isdigit() or not declared.isascii():
+        if not declared.isdigit() or not declared.isascii() or len(declared) > 18:
             return None
         length = int(declared)
         if length > max_body:
             return None  # aiohttp answers 413 (the proxy's own envelope is for its path)
     keep = True
     if "Connection" in headers:
-        tokens = {t.strip().lower() for t in ",".join(headers.getall("Connection")).split(",")}
+        joined = ",".join(headers.getall("Connection"))
+        tokens = {t.strip(" \t").lower() for t in joined.split(",")}
         if "upgrade" in tokens:
             return None
         keep = "close" not in tokens
@@ -187,18 +197,18 @@ class FrontRequest:
         """The answer's status line and headers; ``length`` None: chunked."""
         if self.started:
             raise RuntimeError("the answer has started already")
-        self.started = True
         parts = [f"HTTP/1.1 {status} {reason or ''}\r\n"]
         for key, value in headers:
             parts.append(f"{key}: {value}\r\n")
         parts.append(f"Date: {_Date.now()}\r\n")
+        chunked = False
         if status in _NO_BODY_STATUS or status < 200:
             pass  # never a body, so no framing
         elif length is not None:
             parts.append(f"Content-Length: {length}\r\n")
         else:
             parts.append("Transfer-Encoding: chunked\r\n")
-            self._chunked = True
+            chunked = True
         if self._conn.closing:
             self.keep = False  # shutting down: this is the connection's last answer
         if not self.keep:
@@ -208,6 +218,8 @@ class FrontRequest:
         if text.count("\n") != len(parts) or text.count("\r") != len(parts):
             raise ValueError("a line break in an answer's status line or header")
         self._pending = text.encode("utf-8", "surrogateescape")
+        self._chunked = chunked
+        self.started = True
 
     def _transport(self) -> asyncio.Transport:
         transport = self._conn.transport
@@ -232,6 +244,13 @@ class FrontRequest:
         else:
             transport.writelines(pieces)
         await self._conn.drain()
+
+    async def flush(self) -> None:
+        """The answer's head now, not with its first bytes (an answer that may be slow)."""
+        if self._pending is not None:
+            head, self._pending = self._pending, None
+            self._transport().write(head)
+            await self._conn.drain()
 
     async def write_eof(self, data: bytes = b"") -> None:
         if data:
@@ -315,10 +334,14 @@ class FrontProtocol(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         state = self._state
         if state == _HEAD:
-            self._buf = self._buf + data if self._buf else data
+            if self._buf:
+                self._buf += data
+            else:
+                self._buf = data
+                self._arm(STALL)  # a head has begun: it must end within STALL
             self._on_head()
         elif state == _BODY:
-            self._arm()  # a body in progress: the idle clock runs from its last bytes
+            self._arm(STALL)  # a body in progress: the clock runs from its last bytes
             self._parts.append(data)
             self._have += len(data)
             self._on_body()
@@ -332,6 +355,13 @@ class FrontProtocol(asyncio.Protocol):
 
     def _on_head(self) -> None:
         buf = self._buf
+        if buf[:2] == b"\r\n":  # empty lines before a request are ignored (RFC 9112 §2.2)
+            while buf[:2] == b"\r\n":
+                buf = buf[2:]
+            self._buf = buf
+            if not buf:
+                self._arm()
+                return
         found = _HEAD_END.search(buf, self._scanned)
         if found is None:
             if len(buf) > MAX_HEAD:
@@ -361,7 +391,7 @@ class FrontProtocol(asyncio.Protocol):
         head = self._head
         assert head is not None
         if self._have < head.length:
-            self._arm()
+            self._arm(STALL)
             return
         parts = self._parts
         data = parts[0] if len(parts) == 1 else b"".join(parts)
@@ -421,7 +451,7 @@ class FrontProtocol(asyncio.Protocol):
             transport.close()
             return
         self._state = _HEAD
-        self._arm()
+        self._arm(STALL if self._buf else None)
         if not self._reading:
             self._reading = True
             transport.resume_reading()
@@ -439,10 +469,11 @@ class FrontProtocol(asyncio.Protocol):
 
     # --- idle connections ----------------------------------------------------------
 
-    def _arm(self) -> None:
+    def _arm(self, delay: float | None = None) -> None:
+        """The connection is closed if nothing happens for ``delay`` (idle: KEEPALIVE)."""
         if self._timer is not None:
             self._timer.cancel()
-        self._timer = self._loop.call_later(KEEPALIVE, self._idle)
+        self._timer = self._loop.call_later(KEEPALIVE if delay is None else delay, self._idle)
 
     def _disarm(self) -> None:
         if self._timer is not None:
