@@ -1,17 +1,17 @@
 """trimgate's own HTTP/1.1 front: the proxy's hot path without aiohttp's server.
 
-What agents' SDKs send (HTTP/1.1, a body framed by Content-Length, a proxied path)
-is parsed here and handed straight to ``Proxy.handle`` as a ``FrontRequest``, and
-the answer is written to the socket with one write where it can be. Anything
-else hands the connection over to aiohttp's own request handler, with every byte
-read so far, and aiohttp serves it exactly as it serves a connection it accepted:
-HTTP/1.0, chunked or ``Expect`` request bodies, upgrades (the event WebSocket),
-``HEAD``, the admin paths, percent-escaped paths, heads this parser does not take
-(bare LF, folded lines, control characters, duplicate Content-Length), oversized
-heads and bodies. A handed-over connection stays with aiohttp.
+What agents' SDKs send (HTTP/1.1, one Host, a body framed by Content-Length, a proxied
+path of plain characters) is parsed here and handed straight to ``Proxy.handle`` as a
+``FrontRequest``; the answer's head goes out with its first bytes, in one write where it
+can. Anything else hands the connection over to aiohttp's own request handler, with every
+byte read so far, and aiohttp serves it exactly as it serves a connection it accepted:
+HTTP/1.0, chunked or ``Expect`` bodies, upgrades (the event WebSocket), ``HEAD``, the
+admin paths, escaped or unusual targets, oversized bodies, and every head ``parse_head``
+does not take. A handed-over connection stays with aiohttp.
 
-The per-request cost this saves is in bench/RESULTS.md; ``server.http_server:
-aiohttp`` serves every connection with aiohttp instead.
+``parse_head`` never refuses anything itself, so it can be strict: tests check that
+aiohttp's parser reads every head it takes the same way. The cost this saves is in
+bench/RESULTS.md; ``server.http_server: aiohttp`` serves every connection with aiohttp.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from multidict import CIMultiDict, CIMultiDictProxy
 
 log = logging.getLogger("trimgate")
 
-MAX_HEAD: Final = 16 * 1024  # a longer head goes to aiohttp, which answers it (431/400)
+MAX_HEAD: Final = 16 * 1024  # a longer head goes to aiohttp, which refuses it
 PIPELINE_LIMIT: Final = 256 * 1024  # read no further while this much waits behind a request
 KEEPALIVE: Final = 3630.0  # seconds an idle connection is kept (aiohttp 3.14's default)
 STALL: Final = 60.0  # seconds for a started head to end, and between two reads of a body
