@@ -24,7 +24,7 @@ import socket
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from email.utils import formatdate
-from typing import Any, Final, cast
+from typing import Final, cast
 
 from aiohttp import web
 from multidict import CIMultiDict, CIMultiDictProxy
@@ -535,7 +535,7 @@ class Front:
 class FrontSite(web.BaseSite):
     """A TCP listener serving the proxy app through the front (see the module's doc)."""
 
-    __slots__ = ("_front", "_host", "_listen_backlog", "_port", "_reuse_port", "_sock")
+    __slots__ = ("_front", "_host", "_listen_backlog", "_port", "_reuse_port")
 
     def __init__(
         self,
@@ -548,14 +548,12 @@ class FrontSite(web.BaseSite):
         delegated: frozenset[str],
         reuse_port: bool = False,
         backlog: int = 128,
-        sock: socket.socket | None = None,
     ) -> None:
         super().__init__(runner, backlog=backlog)
         self._listen_backlog = backlog
         self._host = host
         self._port = port
         self._reuse_port = reuse_port
-        self._sock = sock
         server = runner.server
         assert server is not None
         self._front = Front(handle, server, max_body=max_body, delegated=delegated)
@@ -564,28 +562,16 @@ class FrontSite(web.BaseSite):
     def name(self) -> str:
         return f"http://{self._host}:{self._port}"
 
-    @property
-    def port(self) -> int:
-        server: Any = self._server  # asyncio's Server or uvloop's: both have sockets
-        assert server is not None
-        return int(server.sockets[0].getsockname()[1])
-
     async def start(self) -> None:
         await super().start()
-        loop = asyncio.get_running_loop()
-        if self._sock is not None:
-            self._server = await loop.create_server(
-                self._front.protocol, sock=self._sock, backlog=self._listen_backlog
-            )
-        else:
-            self._server = await loop.create_server(
-                self._front.protocol,
-                self._host,
-                self._port or 0,
-                backlog=self._listen_backlog,
-                reuse_address=True,
-                reuse_port=self._reuse_port or None,
-            )
+        self._server = await asyncio.get_running_loop().create_server(
+            self._front.protocol,
+            self._host,
+            self._port or 0,
+            backlog=self._listen_backlog,
+            reuse_address=True,
+            reuse_port=self._reuse_port or None,
+        )
 
     async def stop(self) -> None:
         await super().stop()  # the listener is closed: no new connections

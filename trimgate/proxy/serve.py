@@ -8,7 +8,6 @@ import gc
 import logging
 import os
 import signal
-import socket
 from collections.abc import Callable
 
 from aiohttp import web
@@ -126,14 +125,11 @@ def proxy_site(
     port: int | None,
     *,
     reuse_port: bool = False,
-    sock: socket.socket | None = None,
 ) -> web.BaseSite:
     """The proxy app's listener: trimgate's front, or aiohttp's (``server.http_server``)."""
     app = runner.app
     config = app[CONFIG]
     if config.server.http_server == "aiohttp":
-        if sock is not None:
-            return web.SockSite(runner, sock, backlog=BACKLOG)
         return web.TCPSite(runner, host, port, reuse_port=reuse_port, backlog=BACKLOG)
     return FrontSite(
         runner,
@@ -144,7 +140,6 @@ def proxy_site(
         delegated=ADMIN_PATHS,
         reuse_port=reuse_port,
         backlog=BACKLOG,
-        sock=sock,
     )
 
 
