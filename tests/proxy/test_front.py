@@ -195,6 +195,11 @@ HANDED_OVER = [
     pytest.param(b"GET /healthz HTTP/1.1\nHost: x\n\n", 400, id="bare-lf"),
     pytest.param(b"GET /v1/models HTTP/1.1\r\n\r\n", 400, id="no-host"),
     pytest.param(
+        b"GET /v1/models HTTP/1.1\r\nHost: x\r\nSec-WebSocket-Key1: 1\r\n\r\n",
+        400,
+        id="old-websocket-draft",
+    ),
+    pytest.param(
         b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n"
         b"Content-Length: 3\r\n\r\nabc",
         400,
@@ -519,6 +524,51 @@ async def test_shutdown_closes_idle_connections_and_lets_answers_finish(
         await asyncio.wait_for(stopping, 5)
 
 
+async def test_shutdown_closes_what_waits_between_requests_at_once(
+    make_stack: MakeStack,
+) -> None:
+    """Only answers in flight are waited for: a half-sent head, a connection handed to
+    aiohttp and the event WebSocket are closed at once, as aiohttp's server closes them."""
+    fake = FakeProvider().then(Reply(delay=0.5, data=openai_ok()))
+    stack = await make_stack(fake)
+    async with contextlib.AsyncExitStack() as stack_of:
+        half_reader, half = await stack_of.enter_async_context(connection(stack))
+        half.write(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n")
+        over_reader, over = await stack_of.enter_async_context(connection(stack))
+        over.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert (await read_answer(over_reader))[0] == 200
+        http = await stack_of.enter_async_context(aiohttp.ClientSession())
+        ws = await stack_of.enter_async_context(http.ws_connect(f"{stack.base}/api/ws"))
+        reader, writer = await stack_of.enter_async_context(connection(stack))
+        writer.write(chat_request())
+        for _ in range(500):
+            if fake.requests:
+                break
+            await asyncio.sleep(0.01)
+        stopping = asyncio.create_task(stack.server.close())
+        for closed in (half_reader, over_reader):
+            assert await closed_by_server(closed)  # within read's 5 s, not the 60 s grace
+        assert (await asyncio.wait_for(ws.receive(), 5)).type in (
+            aiohttp.WSMsgType.CLOSE,
+            aiohttp.WSMsgType.CLOSED,
+        )
+        status, headers, _ = await read_answer(reader)  # the answer in flight finishes
+        assert status == 200 and headers["connection"] == "close"
+        await asyncio.wait_for(stopping, 5)
+
+
+async def test_a_flood_of_empty_lines_holds_up_nobody(make_stack: MakeStack) -> None:
+    """Empty lines before a request are skipped in one pass: 4 MB of them are read in
+    linear time (skipping them one copy at a time held the loop for seconds)."""
+    stack = await make_stack()
+    async with connection(stack) as (reader, writer), connection(stack) as (other, other_w):
+        writer.write(b"\r\n" * (2 * 1024 * 1024) + chat_request())
+        other_w.write(chat_request())
+        assert (await asyncio.wait_for(read_answer(other), 5))[0] == 200
+        await asyncio.wait_for(writer.drain(), 5)
+        assert (await asyncio.wait_for(read_answer(reader), 5))[0] == 200
+
+
 async def test_shutdown_gives_up_on_an_answer_after_the_grace_period() -> None:
     started = asyncio.Event()
 
@@ -536,7 +586,7 @@ async def test_shutdown_gives_up_on_an_answer_after_the_grace_period() -> None:
     writer.write(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
     await asyncio.wait_for(started.wait(), 5)
     server.close()
-    await asyncio.wait_for(gate.shutdown(grace=0.1), 5)
+    await asyncio.wait_for(gate.drain(grace=0.1), 5)
     assert await closed_by_server(reader)
     assert not gate.connections
     writer.close()

@@ -13,6 +13,7 @@ from trimgate.config import Config
 from trimgate.proxy import h1
 from trimgate.proxy.events import EventHub
 from trimgate.proxy.forward import Proxy
+from trimgate.proxy.front import FRONTS, drain_fronts
 from trimgate.proxy.metrics import Metrics
 from trimgate.proxy.upstream import UpstreamClient, make_client
 
@@ -103,6 +104,10 @@ def create_app(
         return response
 
     app.router.add_route("*", "/{tail:.*}", proxied)
+    # trimgate's front (front.FrontSite) registers here; its answers in flight are waited
+    # for once aiohttp has closed its idle connections and the event streams have ended
+    app[FRONTS] = []
+    app.on_shutdown.append(drain_fronts)
     return app
 
 

@@ -40,6 +40,7 @@ MAX_FIELDS: Final = 128  # (8190 bytes a line, 128 fields) decide
 SHUTDOWN_TIMEOUT: Final = 60.0  # on stop, in-flight answers get this long (aiohttp's default)
 METHODS: Final = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 _HEAD_END: Final = re.compile(rb"\r?\n\r?\n")
+_BLANK_LINES: Final = re.compile(rb"(?:\r\n)+")
 # origin-form targets of RFC 3986 characters only; anything else is aiohttp's to judge
 _REQUEST_LINE: Final = re.compile(r"([A-Z]+) (/[A-Za-z0-9\-._~!$&'()*+,;=:@/?%]*) HTTP/1\.1")
 # fields aiohttp refuses to see twice (aiohttp.http_parser.SINGLETON_HEADERS)
@@ -58,11 +59,24 @@ _SINGLETONS: Final = (
 _TOKEN: Final = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # a field name (RFC 9110 §5.1)
 _CTL: Final = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 # framing and connection fields aiohttp's parser acts on: a request with one is aiohttp's
-_DELEGATED_FIELDS: Final = ("Transfer-Encoding", "Expect", "Upgrade", "Proxy-Connection")
+_DELEGATED_FIELDS: Final = (
+    "Transfer-Encoding",
+    "Expect",
+    "Upgrade",
+    "Proxy-Connection",
+    "Sec-WebSocket-Key1",  # an old WebSocket draft's: aiohttp refuses it
+)
 _NO_BODY_STATUS: Final = frozenset({204, 304})
 _OURS: Final = frozenset({"content-length", "transfer-encoding", "connection", "date", "server"})
 
 Handle = Callable[["FrontRequest"], Awaitable[web.StreamResponse | None]]
+# the fronts serving an app: its on_shutdown waits for their answers in flight
+FRONTS: Final = web.AppKey("trimgate_fronts", list["Front"])
+
+
+async def drain_fronts(app: web.Application) -> None:
+    """An ``on_shutdown`` handler: every front's answers in flight, within the grace."""
+    await asyncio.gather(*(front.drain() for front in app.get(FRONTS, ())))
 
 
 class _Date:
@@ -289,7 +303,9 @@ class FrontProtocol(asyncio.Protocol):
         self._loop = front.loop
         self.transport: asyncio.Transport | None = None
         self._state = _HEAD
-        self._buf = b""  # bytes of the next head (or, while busy, of pipelined requests)
+        # bytes of the next head (or, while busy, of pipelined requests): the read itself
+        # while it is the only one, a bytearray once reads must be joined
+        self._buf: bytes | bytearray = b""
         self._scanned = 0
         self._head: Head | None = None
         self._parts: list[bytes] = []  # the body, as it arrives
@@ -309,6 +325,10 @@ class FrontProtocol(asyncio.Protocol):
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)  # as aiohttp does
         self._front.connections.add(self)
+        if self._front.closing:  # accepted as the listener closed
+            self.closing = True
+            transport.close()
+            return
         self._arm()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -335,7 +355,7 @@ class FrontProtocol(asyncio.Protocol):
         state = self._state
         if state == _HEAD:
             if self._buf:
-                self._buf += data
+                self._append(data)
             else:
                 self._buf = data
                 self._arm(STALL)  # a head has begun: it must end within STALL
@@ -346,19 +366,24 @@ class FrontProtocol(asyncio.Protocol):
             self._have += len(data)
             self._on_body()
         elif state == _BUSY:
-            self._buf += data  # pipelined: served once this answer is out
+            self._append(data)  # pipelined: served once this answer is out
             if len(self._buf) > PIPELINE_LIMIT and self.transport is not None:
                 self._reading = False
                 self.transport.pause_reading()
 
     # --- reading requests ----------------------------------------------------
 
+    def _append(self, data: bytes) -> None:
+        if isinstance(self._buf, bytes):
+            self._buf = bytearray(self._buf)
+        self._buf += data  # in place: a head sent byte by byte costs no quadratic copying
+
     def _on_head(self) -> None:
         buf = self._buf
         if buf[:2] == b"\r\n":  # empty lines before a request are ignored (RFC 9112 §2.2)
-            while buf[:2] == b"\r\n":
-                buf = buf[2:]
-            self._buf = buf
+            blank = _BLANK_LINES.match(buf)
+            assert blank is not None
+            buf = self._buf = buf[blank.end() :]
             if not buf:
                 self._arm()
                 return
@@ -373,12 +398,13 @@ class FrontProtocol(asyncio.Protocol):
             self._hand_over()  # a blank line of bare LFs: aiohttp's parser decides
             return
         front = self._front
-        head = parse_head(buf[: found.start()], max_body=front.max_body, delegated=front.delegated)
+        text = bytes(buf[: found.start()])
+        head = parse_head(text, max_body=front.max_body, delegated=front.delegated)
         if head is None:
             self._hand_over()
             return
         self._disarm()
-        rest = buf[found.end() :]
+        rest = bytes(buf[found.end() :])
         self._buf = b""
         self._scanned = 0
         self._head = head
@@ -416,7 +442,7 @@ class FrontProtocol(asyncio.Protocol):
         transport.set_protocol(handler)
         handler.connection_made(transport)
         if data:
-            handler.data_received(data)
+            handler.data_received(bytes(data))
         if not self._reading:
             self._reading = True
             transport.resume_reading()
@@ -486,8 +512,8 @@ class FrontProtocol(asyncio.Protocol):
             self.transport.close()  # idle too long, or a head or body that stalled
 
     @property
-    def idle(self) -> bool:
-        return self._state == _HEAD and not self._buf
+    def between_requests(self) -> bool:
+        return self._state == _HEAD
 
 
 class Front:
@@ -507,6 +533,7 @@ class Front:
         self.delegated = delegated
         self.loop = asyncio.get_running_loop()
         self.connections: set[FrontProtocol] = set()
+        self.closing = False
         self._gone = asyncio.Event()  # set while no connection is open
 
     def protocol(self) -> FrontProtocol:
@@ -517,12 +544,18 @@ class Front:
         if not self.connections:
             self._gone.set()
 
-    async def shutdown(self, grace: float = SHUTDOWN_TIMEOUT) -> None:
-        """Close idle connections now, the others once answered, all within ``grace``."""
+    def close(self) -> None:
+        """Shutting down: close connections between requests now (also those midway
+        through a head), the others once their answer is out."""
+        self.closing = True
         for conn in list(self.connections):
             conn.closing = True
-            if conn.idle and conn.transport is not None:
+            if conn.between_requests and conn.transport is not None:
                 conn.transport.close()
+
+    async def drain(self, grace: float = SHUTDOWN_TIMEOUT) -> None:
+        """Wait for the answers in flight, at most ``grace``, then abort what is left."""
+        self.close()
         if self.connections:
             self._gone.clear()
             with contextlib.suppress(TimeoutError):
@@ -557,6 +590,7 @@ class FrontSite(web.BaseSite):
         server = runner.server
         assert server is not None
         self._front = Front(handle, server, max_body=max_body, delegated=delegated)
+        runner.app[FRONTS].append(self._front)
 
     @property
     def name(self) -> str:
@@ -574,5 +608,8 @@ class FrontSite(web.BaseSite):
         )
 
     async def stop(self) -> None:
-        await super().stop()  # the listener is closed: no new connections
-        await self._front.shutdown()
+        """No new connections, and none kept between requests. The answers in flight are
+        waited for in the app's ``on_shutdown`` (``FRONTS``), after aiohttp has closed
+        its idle connections and the event streams have ended, alongside aiohttp's own."""
+        await super().stop()
+        self._front.close()
