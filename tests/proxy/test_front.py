@@ -79,7 +79,10 @@ async def connection(
 
 
 async def closed_by_server(reader: asyncio.StreamReader) -> bool:
-    return await asyncio.wait_for(reader.read(1), 5) == b""
+    try:
+        return await asyncio.wait_for(reader.read(1), 5) == b""
+    except ConnectionResetError:  # closed with our bytes unread: the kernel says reset
+        return True
 
 
 # --- served by the front -------------------------------------------------------
