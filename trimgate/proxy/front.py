@@ -23,11 +23,14 @@ import re
 import socket
 import time
 from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
 from email.utils import formatdate
 from typing import Final, cast
 
 from aiohttp import web
 from multidict import CIMultiDict, CIMultiDictProxy
+
+from trimgate.proxy.h1 import CTL, HEAD_END, TOKEN
 
 log = logging.getLogger("trimgate")
 
@@ -39,7 +42,6 @@ MAX_LINE: Final = 8000  # a longer line, or more fields than MAX_FIELDS: aiohttp
 MAX_FIELDS: Final = 128  # (8190 bytes a line, 128 fields) decide
 SHUTDOWN_TIMEOUT: Final = 60.0  # on stop, in-flight answers get this long (aiohttp's default)
 METHODS: Final = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
-_HEAD_END: Final = re.compile(rb"\r?\n\r?\n")
 _BLANK_LINES: Final = re.compile(rb"(?:\r\n)+")
 # origin-form targets of RFC 3986 characters only; anything else is aiohttp's to judge
 _REQUEST_LINE: Final = re.compile(r"([A-Z]+) (/[A-Za-z0-9\-._~!$&'()*+,;=:@/?%]*) HTTP/1\.1")
@@ -56,8 +58,6 @@ _SINGLETONS: Final = (
     "Transfer-Encoding",
     "User-Agent",
 )
-_TOKEN: Final = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # a field name (RFC 9110 §5.1)
-_CTL: Final = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 # framing and connection fields aiohttp's parser acts on: a request with one is aiohttp's
 _DELEGATED_FIELDS: Final = (
     "Transfer-Encoding",
@@ -93,19 +93,15 @@ class _Date:
         return cls.value
 
 
+@dataclass(slots=True)
 class Head:
     """A request head this front serves: method, target, headers, body length."""
 
-    __slots__ = ("headers", "keep", "length", "method", "target")
-
-    def __init__(
-        self, method: str, target: str, headers: CIMultiDict[str], length: int, keep: bool
-    ) -> None:
-        self.method = method
-        self.target = target
-        self.headers = headers
-        self.length = length
-        self.keep = keep
+    method: str
+    target: str
+    headers: CIMultiDict[str]
+    length: int
+    keep: bool
 
 
 def parse_head(head: bytes, *, max_body: int, delegated: Iterable[str]) -> Head | None:
@@ -121,7 +117,7 @@ def parse_head(head: bytes, *, max_body: int, delegated: Iterable[str]) -> Head 
         len(head) > MAX_LINE and any(len(line) > MAX_LINE for line in head.split(b"\r\n"))
     ):
         return None
-    if text.count("\n") != breaks or text.count("\r") != breaks or _CTL.search(text):
+    if text.count("\n") != breaks or text.count("\r") != breaks or CTL.search(text):
         return None  # a bare CR or LF, or a control character
     line = _REQUEST_LINE.fullmatch(lines[0])
     if line is None:
@@ -133,7 +129,7 @@ def parse_head(head: bytes, *, max_body: int, delegated: Iterable[str]) -> Head 
     pairs = []
     for field in lines[1:]:
         name, colon, value = field.partition(":")
-        if not colon or not _TOKEN.fullmatch(name):
+        if not colon or not TOKEN.fullmatch(name):
             return None  # also a folded line, or whitespace before the colon
         pairs.append((name, value.strip(" \t")))
     headers = CIMultiDict(pairs)
@@ -387,7 +383,7 @@ class FrontProtocol(asyncio.Protocol):
             if not buf:
                 self._arm()
                 return
-        found = _HEAD_END.search(buf, self._scanned)
+        found = HEAD_END.search(buf, self._scanned)
         if found is None:
             if len(buf) > MAX_HEAD:
                 self._hand_over()

@@ -56,9 +56,10 @@ _TRAILER: Final = 3
 
 _NO_BODY_METHODS: Final = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
 _IDEMPOTENT: Final = frozenset({"GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"})
-_HEAD_END: Final = re.compile(rb"\r?\n\r?\n")
-_TOKEN: Final = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # a field name (RFC 9110 §5.1)
-_CTL: Final = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")  # never in a head passed on
+# also read by the front (front.py): one definition of what a head is made of
+HEAD_END: Final = re.compile(rb"\r?\n\r?\n")
+TOKEN: Final = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # a field name (RFC 9110 §5.1)
+CTL: Final = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")  # never in a head passed on
 
 Key = tuple[str, str, int]
 
@@ -280,7 +281,7 @@ class _Conn(asyncio.Protocol):
     def _parse_head(self) -> None:
         while True:
             buf = self._head
-            found = _HEAD_END.search(buf, self._scanned)  # the first blank line, LF or CRLF
+            found = HEAD_END.search(buf, self._scanned)  # the first blank line, LF or CRLF
             if found is None:
                 if len(buf) > MAX_HEAD:
                     self._protocol_error("the answer's headers are too large")
@@ -493,7 +494,7 @@ def _parse_head(head: bytes) -> tuple[int, str, int, CIMultiDict[str]]:
     """Status, reason, minor version and headers. Values are UTF-8 with undecodable
     bytes kept as surrogates (aiohttp's reading), so they pass on byte for byte."""
     text = head.decode("utf-8", "surrogateescape")
-    if _CTL.search(text):
+    if CTL.search(text):
         raise ValueError("a control character in the answer's head")
     lines = text.split("\n")
     version, _, rest = lines[0].rstrip("\r").partition(" ")
@@ -523,7 +524,7 @@ def _parse_head(head: bytes) -> tuple[int, str, int, CIMultiDict[str]]:
             pairs[-1] = (name, value + " " + line.strip(" \t"))
             continue
         name, sep, value = line.partition(":")
-        if not sep or _TOKEN.fullmatch(name) is None:
+        if not sep or TOKEN.fullmatch(name) is None:
             raise ValueError("a header line is invalid")
         pairs.append((name, value.strip(" \t")))
     return int(code), reason if reason.isascii() else "", minor, CIMultiDict(pairs)
