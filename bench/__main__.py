@@ -258,6 +258,7 @@ class Scenario:
     concurrency: int = 1
     chunks: int = 16
     delay_ms: int = 0
+    ttft_ms: int = 0  # the fake waits this long before answering (a model thinking)
     weight: float = 1.0  # round length multiplier
     trimgate_headers: dict[str, str] = field(default_factory=dict)
     extra_targets: tuple[str, ...] = ()
@@ -329,6 +330,16 @@ SCENARIOS: tuple[Scenario, ...] = (
         model="bench-small-openai",
         concurrency=4,
         weight=1.5,
+        note="direct/passthrough forward the full body",
+    ),
+    Scenario(
+        "large_over_slow_c16",
+        "large over budget, 16 at once, the upstream answering after 400 ms: memory in flight",
+        preset="large",
+        model="bench-small-openai",
+        concurrency=16,
+        ttft_ms=400,
+        weight=2.0,
         note="direct/passthrough forward the full body",
     ),
     Scenario(
@@ -405,6 +416,8 @@ def body(fmt: payloads.Format, preset: str, seed: int, model: str, stream: bool)
 def request_spec(sc: Scenario, target: str, chunks: int) -> RequestSpec:
     bodies = [body(sc.fmt, sc.preset, seed, sc.model, sc.stream) for seed in range(3)]
     headers = {"x-bench-chunks": str(chunks), "x-bench-delay-ms": str(sc.delay_ms)}
+    if sc.ttft_ms:
+        headers["x-bench-ttft-ms"] = str(sc.ttft_ms)
     if sc.fmt == "openai":
         path, end = "/v1/chat/completions", b"data: [DONE]"
         headers["Authorization"] = "Bearer sk-bench-not-a-key"

@@ -13,7 +13,7 @@
 #   shell        no examination: every request forwarded as a pass-through
 #   parse        orjson.loads of the body, then forwarded as a pass-through
 #   decode       parse + codec decode, then as a pass-through
-#   examine      the whole examination (decode, policy, plan), then as a pass-through
+#   examine      the whole examination (decode, policy, plan, encode), then as a pass-through
 #   nosignals    trimgate as it is, but no metrics, event or log lines recorded
 #   nousage      trimgate as it is, but no usage read from answers (no calibration)
 # The differences between neighbours are what each step costs; the rest of "full" over

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import gzip
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from tests.fakes import (
 )
 from tests.proxy.bodies import anthropic_messages, gemini_contents, openai_chat, responses_input
 from tests.proxy.conftest import MakeStack
+from trimgate.history import Message
 
 CRUMB = "[earlier turns omitted to fit the context window]"
 CORPUS = yaml.safe_load((Path(__file__).parent.parent / "data" / "error_corpus.yaml").read_text())
@@ -187,6 +189,45 @@ async def test_reactive_overflow_retry_then_success(make_stack: MakeStack) -> No
     assert stack.metric("trimgate_context_overflows_total", **labels) == 1
     assert stack.metric("trimgate_reactive_retries_total", **labels) == 1
     assert stack.events()[0]["reason"] == "reactive"
+
+
+async def test_parsed_history_is_freed_while_the_upstream_answers(make_stack: MakeStack) -> None:
+    """No decoded message outlives the send: a retry parses the body again."""
+    live: list[int] = []
+
+    def count_messages(rec: Any) -> Reply:
+        live.append(sum(1 for o in gc.get_objects() if type(o) is Message))
+        return json_reply(openai_ok(10)) if len(live) > 1 else openai_overflow(150_000, 128_000)
+
+    stack = await make_stack(FakeProvider(count_messages))
+    body = openai_chat(40, model="gpt-4o")
+    before = sum(1 for o in gc.get_objects() if type(o) is Message)
+    resp = await stack.client.post("/v1/chat/completions", json=body)
+    assert resp.status == 200 and resp.headers["x-trimgate-retries"] == "1"
+    # 81 messages decoded for each attempt, none of them kept while the upstream works
+    assert live == [before, before]
+    first, second = (r.json()["messages"] for r in stack.fake.requests)
+    assert first == body["messages"]
+    assert second[1] == {"role": "user", "content": CRUMB}
+    assert second[2:] == body["messages"][-len(second) + 2 :]  # the newest turns, intact
+
+
+async def test_reactive_retry_of_a_compressed_body(make_stack: MakeStack) -> None:
+    fake = FakeProvider().then(openai_overflow(150_000, 128_000))
+    stack = await make_stack(fake)
+    body = openai_chat(10, model="gpt-4o")
+    resp = await stack.client.post(
+        "/v1/chat/completions",
+        data=gzip.compress(orjson.dumps(body)),
+        headers={"Content-Encoding": "gzip"},
+    )
+    assert resp.status == 200 and resp.headers["x-trimgate-retries"] == "1"
+    first, second = fake.requests
+    assert first.headers["Content-Encoding"] == "gzip"  # untouched: the original bytes
+    assert "Content-Encoding" not in second.headers
+    sent = second.json()["messages"]
+    assert sent[1] == {"role": "user", "content": CRUMB}
+    assert sent[2:] == body["messages"][-len(sent) + 2 :]
 
 
 async def test_reactive_without_counts_shrinks_to_two_thirds(make_stack: MakeStack) -> None:

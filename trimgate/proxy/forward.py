@@ -40,7 +40,7 @@ from trimgate.proxy.signals import Outcome, attribution, record, response_header
 from trimgate.sse import SSEDecoder, SSEEvent
 from trimgate.trimming.budget import effective_budget, reactive_budget
 from trimgate.trimming.estimate import Calibration, bytes_tokens, observe, text_tokens, utf8_len
-from trimgate.trimming.pipeline import Policy, TrimPlan, TrimReport, plan
+from trimgate.trimming.pipeline import Policy, TrimReport, plan
 
 log = logging.getLogger("trimgate")
 
@@ -73,7 +73,7 @@ class _UpstreamTimer:
 class _Retries:
     """The reactive loop's state: what was last sent and how it went."""
 
-    plan: TrimPlan
+    report: TrimReport  # of the body last sent
     body: bytes
     last: Attempt | None = None
     retries: int = 0
@@ -82,18 +82,29 @@ class _Retries:
 
 @dataclass(slots=True)
 class Chat:
-    """Everything known about one examined chat request."""
+    """What an examined chat request needs while the upstream answers.
+
+    The parsed body and its ``Conversation`` are not kept: a 2 MB history parses
+    into about 5 MB of Python objects, which would otherwise live for the whole
+    upstream wait. A reactive retry parses ``raw`` again (``decode_again``).
+    """
 
     route: Route
     codec: Codec
-    decoded: Decoded
     tc: TrimmingConfig
     policy: Policy
-    plan: TrimPlan
+    report: TrimReport  # of the first plan
     label: str
     shadow: bool
     crumb: str
-    send_body: bytes = b""  # what goes upstream first: the original bytes unless changed
+    model: str | None
+    send_body: bytes  # what goes upstream first: the original bytes unless changed
+    raw: bytes  # the body's JSON (decompressed when it came compressed)
+    options: DecodeOptions
+
+    def decode_again(self) -> Decoded:
+        """The request decoded as ``_examine`` decoded it: same items, same indices."""
+        return self.codec.decode(orjson.loads(self.raw), path=self.route.path, options=self.options)
 
 
 class Proxy:
@@ -154,8 +165,6 @@ class Proxy:
         if route.wire_format is not None:
             try:
                 chat, skipped = self._examine(request, route, body)
-                if chat is not None:
-                    chat.send_body = self._body_for(chat, body)
             except Exception as exc:  # a bug must not break a request the provider would answer
                 log.exception(
                     "examining the request failed; forwarding it untouched",
@@ -218,9 +227,8 @@ class Proxy:
         entry = self.catalog.lookup(decoded.model)
         label = entry.name if entry else "other"
         tc = self._overrides.get(label, self.config.trimming)
-        if tc.breadcrumb.text != self._options.breadcrumb or (
-            tc.media_tokens != self._options.media_tokens
-        ):
+        options = self._options
+        if tc.breadcrumb.text != options.breadcrumb or tc.media_tokens != options.media_tokens:
             options = DecodeOptions(breadcrumb=tc.breadcrumb.text, media_tokens=tc.media_tokens)
             decoded = codec.decode(data, path=route.path, options=options)
         window = entry.context_window if entry else tc.max_context_tokens
@@ -235,15 +243,28 @@ class Proxy:
         )
         crumb = tc.breadcrumb.text
         trim_plan = plan(decoded.conversation, policy)
-        return (
-            Chat(route, codec, decoded, tc, policy, trim_plan, label, mode == "shadow", crumb),
-            None,
+        shadow = mode == "shadow"
+        if shadow or not trim_plan.changed:
+            send_body = body
+        else:
+            send_body = orjson.dumps(codec.encode(decoded, trim_plan, breadcrumb=crumb))
+        # The parsed body, its conversation and the plan are freed on return, before
+        # the send: not kept for the whole upstream wait (Chat's docstring).
+        chat = Chat(
+            route,
+            codec,
+            tc,
+            policy,
+            trim_plan.report,
+            label,
+            shadow,
+            crumb,
+            decoded.model,
+            send_body,
+            raw,
+            options,
         )
-
-    def _body_for(self, chat: Chat, original: bytes) -> bytes:
-        if chat.shadow or not chat.plan.changed:
-            return original
-        return orjson.dumps(chat.codec.encode(chat.decoded, chat.plan, breadcrumb=chat.crumb))
+        return chat, None
 
     # --- forward, with reactive retries ---------------------------------------
 
@@ -350,7 +371,7 @@ class Proxy:
         first_body: bytes,
         request_id: str,
     ) -> tuple[Attempt, Outcome]:
-        state = _Retries(plan=chat.plan, body=first_body)
+        state = _Retries(report=chat.report, body=first_body)
         final = await self._attempt(chat, state, attempt)
         if final.retry:
             # tenacity runs only the retries: the common path pays nothing for it
@@ -368,18 +389,18 @@ class Proxy:
                 if state.last is not None:
                     state.last.resp.close()  # the answer nobody will relay now
                 raise
-        final_plan = state.plan
+        report = state.report
         reason = None
-        if final_plan.report.trimmed:
+        if report.trimmed:
             reason = "reactive" if state.retries else "preemptive"
         outcome = Outcome(
             request_id=request_id,
             upstream=chat.route.name,
             provider=chat.route.upstream.provider,
             wire_format=chat.codec.wire_format,
-            model=chat.decoded.model,
+            model=chat.model,
             model_label=chat.label,
-            report=final_plan.report,
+            report=report,
             reason=reason,
             retries=state.retries,
             overflows=state.overflows,
@@ -399,7 +420,7 @@ class Proxy:
                 reactive.enabled
                 and reactive.max_retries > 0
                 and not chat.shadow
-                and state.plan.report.kept_turns > 1  # a lone turn is never resent
+                and state.report.kept_turns > 1  # a lone turn is never resent
             )
         state.last = result
         return result
@@ -410,15 +431,12 @@ class Proxy:
         """Plan again from the last overflow, dropping at least one more turn, and resend."""
         last = state.last
         assert last is not None and last.overflow is not None
-        previous = state.plan
-        self._learn(chat, last.overflow.real, previous.report)
-        target = reactive_budget(
-            previous.report.tokens_after, last.overflow.real, last.overflow.maximum
-        )
-        policy = replace(chat.policy, budget=target, max_turns=previous.report.kept_turns - 1)
+        previous = state.report
+        self._learn(chat, last.overflow.real, previous)
+        target = reactive_budget(previous.tokens_after, last.overflow.real, last.overflow.maximum)
+        policy = replace(chat.policy, budget=target, max_turns=previous.kept_turns - 1)
         try:
-            new_plan = plan(chat.decoded.conversation, policy)
-            body = orjson.dumps(chat.codec.encode(chat.decoded, new_plan, breadcrumb=chat.crumb))
+            report, body = _replan(chat, policy)
         except Exception as exc:  # a bug: the provider's own answer goes back, not a 500
             log.exception(
                 "planning a retry failed",
@@ -427,7 +445,7 @@ class Proxy:
             last.retry = False
             return last
         last.resp.close()
-        state.plan, state.body = new_plan, body
+        state.report, state.body = report, body
         state.retries += 1
         return await self._attempt(chat, state, attempt)
 
@@ -451,6 +469,15 @@ class Proxy:
 
 
 # --- helpers ---------------------------------------------------------------
+
+
+def _replan(chat: Chat, policy: Policy) -> tuple[TrimReport, bytes]:
+    """A retry's report and body; what it decoded is freed on return, before the send."""
+    decoded = chat.decode_again()
+    new_plan = plan(decoded.conversation, policy)
+    return new_plan.report, orjson.dumps(
+        chat.codec.encode(decoded, new_plan, breadcrumb=chat.crumb)
+    )
 
 
 def _record(outcome: Outcome, metrics: Metrics, hub: EventHub, status: int) -> None:
