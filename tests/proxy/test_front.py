@@ -114,6 +114,23 @@ async def test_pipelined_requests_are_answered_in_order(make_stack: MakeStack) -
     assert [orjson.loads(body)["echo"] for _, _, body in answers] == [0, 1, 2, 3]
 
 
+async def test_pipelined_bodies_split_across_reads_are_cut_where_they_end(
+    make_stack: MakeStack,
+) -> None:
+    fake = FakeProvider(lambda r: json_reply({"n": r.json()["n"], "size": len(r.body)}))
+    stack = await make_stack(fake)
+    bodies = [orjson.dumps({"n": n, "pad": "x" * (150_000 + 977 * n)}) for n in range(3)]
+    stream = b"".join(chat_request(b, path="/v1/embeddings") for b in bodies)
+    async with connection(stack) as (reader, writer):
+        for at in range(0, len(stream), 70_001):  # body ends and heads fall inside a piece
+            writer.write(stream[at : at + 70_001])
+            await writer.drain()
+            await asyncio.sleep(0.005)
+        answers = [orjson.loads((await read_answer(reader))[2]) for _ in bodies]
+    assert answers == [{"n": n, "size": len(b)} for n, b in enumerate(bodies)]
+    assert [r.body for r in fake.requests] == bodies
+
+
 async def test_a_request_split_into_single_bytes_is_read_whole(make_stack: MakeStack) -> None:
     stack = await make_stack()
     async with connection(stack) as (reader, writer):

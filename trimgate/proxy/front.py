@@ -416,10 +416,17 @@ class FrontProtocol(asyncio.Protocol):
             self._arm(STALL)
             return
         parts = self._parts
-        data = parts[0] if len(parts) == 1 else b"".join(parts)
         self._parts = []
+        extra = self._have - head.length  # pipelined bytes after the body, in the last part
         self._have = 0
-        body, self._buf = data[: head.length], data[head.length :]
+        if extra:
+            last = parts[-1]
+            parts[-1] = last[: len(last) - extra]
+            self._buf = last[len(last) - extra :]
+        else:
+            self._buf = b""
+        # the body is copied at most once: joined, or cut from a part that holds more
+        body = parts[0] if len(parts) == 1 else b"".join(parts)
         self._head = None
         self._state = _BUSY
         self._disarm()
