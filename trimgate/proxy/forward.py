@@ -86,7 +86,7 @@ class Chat:
 
     The parsed body and its ``Conversation`` are not kept: a 2 MB history parses
     into about 5 MB of Python objects, which would otherwise live for the whole
-    upstream wait. A reactive retry parses ``raw`` again (``decode_again``).
+    upstream wait. A reactive retry parses ``raw`` again (``replan``).
     """
 
     route: Route
@@ -102,9 +102,15 @@ class Chat:
     raw: bytes  # the body's JSON (decompressed when it came compressed)
     options: DecodeOptions
 
-    def decode_again(self) -> Decoded:
-        """The request decoded as ``_examine`` decoded it: same items, same indices."""
-        return self.codec.decode(orjson.loads(self.raw), path=self.route.path, options=self.options)
+    def replan(self, policy: Policy) -> tuple[TrimReport, bytes]:
+        """A retry's report and body, from ``raw`` decoded as ``_examine`` decoded it
+        (same items, same indices); what it decodes is freed on return, before the send."""
+        decoded = self.codec.decode(
+            orjson.loads(self.raw), path=self.route.path, options=self.options
+        )
+        new_plan = plan(decoded.conversation, policy)
+        body = orjson.dumps(self.codec.encode(decoded, new_plan, breadcrumb=self.crumb))
+        return new_plan.report, body
 
 
 class Proxy:
@@ -251,18 +257,18 @@ class Proxy:
         # The parsed body, its conversation and the plan are freed on return, before
         # the send: not kept for the whole upstream wait (Chat's docstring).
         chat = Chat(
-            route,
-            codec,
-            tc,
-            policy,
-            trim_plan.report,
-            label,
-            shadow,
-            crumb,
-            decoded.model,
-            send_body,
-            raw,
-            options,
+            route=route,
+            codec=codec,
+            tc=tc,
+            policy=policy,
+            report=trim_plan.report,
+            label=label,
+            shadow=shadow,
+            crumb=crumb,
+            model=decoded.model,
+            send_body=send_body,
+            raw=raw,
+            options=options,
         )
         return chat, None
 
@@ -436,7 +442,7 @@ class Proxy:
         target = reactive_budget(previous.tokens_after, last.overflow.real, last.overflow.maximum)
         policy = replace(chat.policy, budget=target, max_turns=previous.kept_turns - 1)
         try:
-            report, body = _replan(chat, policy)
+            report, body = chat.replan(policy)
         except Exception as exc:  # a bug: the provider's own answer goes back, not a 500
             log.exception(
                 "planning a retry failed",
@@ -469,15 +475,6 @@ class Proxy:
 
 
 # --- helpers ---------------------------------------------------------------
-
-
-def _replan(chat: Chat, policy: Policy) -> tuple[TrimReport, bytes]:
-    """A retry's report and body; what it decoded is freed on return, before the send."""
-    decoded = chat.decode_again()
-    new_plan = plan(decoded.conversation, policy)
-    return new_plan.report, orjson.dumps(
-        chat.codec.encode(decoded, new_plan, breadcrumb=chat.crumb)
-    )
 
 
 def _record(outcome: Outcome, metrics: Metrics, hub: EventHub, status: int) -> None:
