@@ -577,6 +577,35 @@ async def test_shutdown_closes_what_waits_between_requests_at_once(
         await asyncio.wait_for(stopping, 5)
 
 
+async def test_shutdown_gives_the_front_and_aiohttp_one_grace_together(
+    make_stack: MakeStack,
+) -> None:
+    """An answer stuck on the front and one stuck on a connection handed to aiohttp (a
+    chunked body) are both cut once the front's grace is up. aiohttp's own wait runs
+    after ``on_shutdown`` with its 60 s: waited for one after the other, this took a
+    grace and then 60 s more."""
+    fake = FakeProvider().then(Reply(hang=True), Reply(hang=True))
+    stack = await make_stack(fake)
+    (gate,) = stack.app[front.FRONTS]
+    gate.grace = 0.3
+    async with connection(stack) as (on_front, w1), connection(stack) as (on_aiohttp, w2):
+        w1.write(chat_request())
+        w2.write(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n" + b"%x\r\n%b\r\n0\r\n\r\n" % (len(CHAT), CHAT)
+        )
+        for _ in range(500):
+            if len(fake.requests) == 2:
+                break
+            await asyncio.sleep(0.01)
+        assert len(fake.requests) == 2
+        await asyncio.wait_for(stack.server.close(), 5)
+        for reader in (on_front, on_aiohttp):
+            with contextlib.suppress(ConnectionResetError):
+                await asyncio.wait_for(reader.read(), 5)  # to the end: the server closed
+            assert reader.at_eof() or reader.exception() is not None
+
+
 async def test_a_flood_of_empty_lines_holds_up_nobody(make_stack: MakeStack) -> None:
     """Empty lines before a request are skipped in one pass: 4 MB of them are read in
     linear time (skipping them one copy at a time held the loop for seconds)."""

@@ -75,8 +75,16 @@ FRONTS: Final = web.AppKey("trimgate_fronts", list["Front"])
 
 
 async def drain_fronts(app: web.Application) -> None:
-    """An ``on_shutdown`` handler: every front's answers in flight, within the grace."""
-    await asyncio.gather(*(front.drain() for front in app.get(FRONTS, ())))
+    """An ``on_shutdown`` handler: every front's answers in flight, and those of the
+    connections it handed to aiohttp, within one grace. Waited for one after the other
+    (aiohttp's own wait comes after ``on_shutdown``), a shutdown could take twice it;
+    aiohttp's later wait then finds no connection left."""
+    fronts = app.get(FRONTS, [])
+    servers = {id(front.aiohttp_server): front for front in fronts}
+    await asyncio.gather(
+        *(front.drain() for front in fronts),
+        *(front.aiohttp_server.shutdown(front.grace) for front in servers.values()),
+    )
 
 
 class _Date:
@@ -525,15 +533,17 @@ class Front:
     def __init__(
         self,
         handle: Handle,
-        aiohttp_server: Callable[[], asyncio.Protocol],
+        aiohttp_server: web.Server,
         *,
         max_body: int,
         delegated: frozenset[str],
+        grace: float = SHUTDOWN_TIMEOUT,
     ) -> None:
         self.handle = handle
         self.aiohttp_server = aiohttp_server
         self.max_body = max_body
         self.delegated = delegated
+        self.grace = grace  # on shutdown, how long answers in flight get
         self.loop = asyncio.get_running_loop()
         self.connections: set[FrontProtocol] = set()
         self.closing = False
@@ -556,13 +566,14 @@ class Front:
             if conn.between_requests and conn.transport is not None:
                 conn.transport.close()
 
-    async def drain(self, grace: float = SHUTDOWN_TIMEOUT) -> None:
-        """Wait for the answers in flight, at most ``grace``, then abort what is left."""
+    async def drain(self, grace: float | None = None) -> None:
+        """Wait for the answers in flight, at most ``grace`` (the front's), then abort
+        what is left."""
         self.close()
         if self.connections:
             self._gone.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._gone.wait(), grace)
+                await asyncio.wait_for(self._gone.wait(), self.grace if grace is None else grace)
         for conn in list(self.connections):
             if conn.transport is not None:
                 conn.transport.abort()
