@@ -39,6 +39,8 @@ class ServerConfig(_Strict):
     # long generation may think for minutes before its first byte.
     read_timeout: float = Field(default=600.0, gt=0)
     max_connections: int = Field(default=1000, ge=1)
+    # On SIGTERM / SIGINT, how long the answers in flight get before they are cut
+    shutdown_grace: float = Field(default=60.0, gt=0)
     # trimgate's own HTTP/1.1 client, or aiohttp's ClientSession as a fallback
     upstream_client: Literal["trimgate", "aiohttp"] = "trimgate"
     # trimgate's own HTTP/1.1 front for proxied requests, or aiohttp's server for all

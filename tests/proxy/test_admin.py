@@ -19,7 +19,7 @@ import pytest
 from aiohttp.test_utils import TestServer
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.fakes import FakeProvider, json_reply, openai_ok
+from tests.fakes import FakeProvider, Reply, json_reply, openai_ok
 from tests.proxy.bodies import openai_chat
 from tests.proxy.conftest import MakeStack, Stack, config_for
 from trimgate.proxy.app import ADMIN_PATHS
@@ -269,6 +269,28 @@ async def test_admin_port_with_token() -> None:
         for path in OPEN:
             assert await get_admin(http, admin + path) == 200
     assert fake.requests == []
+
+
+@pytest.mark.parametrize("http_server", ["trimgate", "aiohttp"])
+async def test_stop_cuts_an_answer_in_flight_once_the_grace_is_up(http_server: str) -> None:
+    """``server.shutdown_grace`` bounds a stop, on trimgate's front and on aiohttp's
+    server alike (both used to wait 60 s, whatever the config)."""
+    fake = FakeProvider().then(Reply(hang=True))
+    async with aiohttp.ClientSession() as http:
+        async with running(fake, shutdown_grace=0.5, http_server=http_server) as (port, _):
+            asking = asyncio.create_task(
+                http.post(f"http://127.0.0.1:{port}/v1/chat/completions", json=openai_chat(2))
+            )
+            for _ in range(500):
+                if fake.requests:
+                    break
+                await asyncio.sleep(0.01)
+            assert fake.requests
+            started = time.perf_counter()
+        # running() set the stop event and waited (at most TIMEOUT) for run_server to end
+        assert time.perf_counter() - started < 3.0
+        with pytest.raises(aiohttp.ClientError):
+            await asyncio.wait_for(asking, TIMEOUT)
 
 
 @pytest.mark.parametrize("admin", [False, True], ids=["one-port", "admin-port"])

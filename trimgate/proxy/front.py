@@ -595,6 +595,7 @@ class FrontSite(web.BaseSite):
         delegated: frozenset[str],
         reuse_port: bool = False,
         backlog: int = 128,
+        grace: float = SHUTDOWN_TIMEOUT,
     ) -> None:
         super().__init__(runner, backlog=backlog)
         self._listen_backlog = backlog
@@ -603,7 +604,7 @@ class FrontSite(web.BaseSite):
         self._reuse_port = reuse_port
         server = runner.server
         assert server is not None
-        self._front = Front(handle, server, max_body=max_body, delegated=delegated)
+        self._front = Front(handle, server, max_body=max_body, delegated=delegated, grace=grace)
         runner.app[FRONTS].append(self._front)
 
     @property

@@ -63,8 +63,17 @@ async def run_server(
     # Cancel the handler (and so the upstream request) when the client goes
     # away; leave request bodies compressed, so that a gzip body is forwarded as
     # it came unless trimgate must change it.
+    # Answers in flight get server.shutdown_grace on stop, on the front (FrontSite) and on
+    # aiohttp's connections alike.
+    grace = config.server.shutdown_grace
     runners = [
-        web.AppRunner(app, access_log=None, handler_cancellation=True, auto_decompress=False)
+        web.AppRunner(
+            app,
+            access_log=None,
+            handler_cancellation=True,
+            auto_decompress=False,
+            shutdown_timeout=grace,
+        )
     ]
     if config.server.admin_port is not None:
         runners.append(
@@ -72,6 +81,7 @@ async def run_server(
                 create_admin_app(shared, metrics_output=output),
                 access_log=None,
                 handler_cancellation=True,
+                shutdown_timeout=grace,
             )
         )
     for runner in runners:
@@ -140,6 +150,7 @@ def proxy_site(
         delegated=ADMIN_PATHS,
         reuse_port=reuse_port,
         backlog=BACKLOG,
+        grace=config.server.shutdown_grace,
     )
 
 

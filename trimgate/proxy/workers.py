@@ -13,7 +13,9 @@
   misses nothing. A worker that starts late (or restarts) is sent the recent
   events first. If the supervisor is gone, a worker delivers locally.
 * Supervision: a worker that dies is restarted (at most ``MAX_RESTARTS``
-  times a minute); SIGTERM / SIGINT stop them all.
+  times a minute); SIGTERM / SIGINT stop them all, each with the grace
+  ``server.shutdown_grace`` for its answers in flight (a worker still running
+  ``STOP_MARGIN`` after that is killed).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from trimgate.proxy.events import BUFFER_SIZE
 log = logging.getLogger("trimgate")
 
 MAX_RESTARTS = 5
+STOP_MARGIN = 5.0  # seconds a stopping worker gets after its grace, to close and flush logs
 LINE_LIMIT = 1 << 20  # an event is a few hundred bytes; its fields are bounded
 WRITE_BUFFER_LIMIT = 1 << 20  # a worker that stops reading is disconnected, not waited for
 
@@ -133,8 +136,10 @@ async def _supervise(config: Config, workers: int, socket_path: str) -> None:
         for proc in procs:
             if proc.is_alive() and proc.pid is not None:
                 os.kill(proc.pid, signal.SIGTERM)
+        # a worker gives its answers in flight server.shutdown_grace, then closes
+        deadline = time.monotonic() + config.server.shutdown_grace + STOP_MARGIN
         for proc in procs:
-            await asyncio.to_thread(proc.join, 10)
+            await asyncio.to_thread(proc.join, max(0.0, deadline - time.monotonic()))
             if proc.is_alive():
                 proc.kill()
         server.close()
