@@ -628,14 +628,14 @@ async def test_shutdown_gives_up_on_an_answer_after_the_grace_period() -> None:
     async def unused() -> None:
         raise AssertionError
 
-    gate = front.Front(handle, unused, max_body=1024, delegated=frozenset())  # type: ignore[arg-type]
+    gate = front.Front(handle, unused, max_body=1024, delegated=frozenset(), grace=0.1)  # type: ignore[arg-type]
     server = await asyncio.get_running_loop().create_server(gate.protocol, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     writer.write(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
     await asyncio.wait_for(started.wait(), 5)
     server.close()
-    await asyncio.wait_for(gate.drain(grace=0.1), 5)
+    await asyncio.wait_for(gate.drain(), 5)
     assert await closed_by_server(reader)
     assert not gate.connections
     writer.close()

@@ -566,14 +566,13 @@ class Front:
             if conn.between_requests and conn.transport is not None:
                 conn.transport.close()
 
-    async def drain(self, grace: float | None = None) -> None:
-        """Wait for the answers in flight, at most ``grace`` (the front's), then abort
-        what is left."""
+    async def drain(self) -> None:
+        """Wait for the answers in flight, at most ``grace``, then abort what is left."""
         self.close()
         if self.connections:
             self._gone.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._gone.wait(), self.grace if grace is None else grace)
+                await asyncio.wait_for(self._gone.wait(), self.grace)
         for conn in list(self.connections):
             if conn.transport is not None:
                 conn.transport.abort()
