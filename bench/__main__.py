@@ -151,6 +151,7 @@ class Proc:
     log: Path
     health: str | None = None  # HTTP path polled for 200, else a TCP connect
     popen: subprocess.Popen[bytes] | None = None
+    cwd: Path = ROOT
 
     @property
     def base_url(self) -> str:
@@ -166,7 +167,7 @@ class Proc:
         with self.log.open("wb") as fh:
             self.popen = subprocess.Popen(
                 self.argv,
-                cwd=ROOT,
+                cwd=self.cwd,
                 stdin=subprocess.DEVNULL,
                 stdout=fh,
                 stderr=subprocess.STDOUT,

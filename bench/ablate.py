@@ -3,6 +3,7 @@
 #   python -m bench.ablate                          # small JSON, c1, every variant
 #   python -m bench.ablate --preset large --rounds 3 --seconds 3
 #   python -m bench.ablate --stream --variants passthrough full shell
+#   python -m bench.ablate --preset large --variants passthrough full --against OTHER/bin/python
 #
 # Starts the fake provider, the bare pass-through and one trimgate process per variant (each
 # `python -m bench.ablate --serve VARIANT ...`, which patches the handler, then runs
@@ -16,6 +17,9 @@
 #   examine      the whole examination (decode, policy, plan, encode), then as a pass-through
 #   nosignals    trimgate as it is, but no metrics, event or log lines recorded
 #   nousage      trimgate as it is, but no usage read from answers (no calibration)
+#   against      `trimgate serve` of another install (--against PYTHON, an interpreter
+#                with another version of trimgate installed): this tree's "full" against
+#                another commit's, on the same hour (the machine's speed varies 3x by hour)
 # The differences between neighbours are what each step costs; the rest of "full" over
 # "examine" is the chat path's own work (headers, signals, usage sniffing), of which
 # "full" minus "nosignals" and "full" minus "nousage" are two parts. The patches touch
@@ -114,6 +118,13 @@ async def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
                 health = "/healthz"
             procs[variant] = Proc(variant, argv, port, OUT / f"{variant}.log", health)
             procs[variant].start()
+        if args.against:
+            port = free_port()
+            argv = [args.against, "-m", "trimgate", "serve", "--config", str(config)]
+            argv += ["--port", str(port)]
+            # run outside the repository, so that it imports the trimgate it has installed
+            procs["against"] = Proc("against", argv, port, OUT / "against.log", "/healthz", cwd=OUT)
+            procs["against"].start()
         for proc in procs.values():
             await proc.wait_ready()
 
@@ -187,6 +198,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=1.5, help="per round and variant")
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
+    parser.add_argument(
+        "--against",
+        metavar="PYTHON",
+        help="also measure `PYTHON -m trimgate serve` (another install), as variant 'against'",
+    )
     args = parser.parse_args(argv)
     OUT.mkdir(parents=True, exist_ok=True)
     rows = asyncio.run(measure(args))

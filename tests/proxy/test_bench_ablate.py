@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 
 import orjson
 import pytest
 
 from bench import ablate
+from bench.__main__ import ROOT
 from tests.proxy.bodies import openai_chat
 from tests.proxy.conftest import MakeStack
 from trimgate.proxy import forward
@@ -52,3 +55,31 @@ async def test_the_chat_path_variants_switch_off_their_part(
         assert trims == 0 and proxy.calibration  # usage still read
     else:
         assert trims == 1 and not proxy.calibration
+
+
+def test_against_measures_another_install_alongside() -> None:
+    """``--against PYTHON`` serves from that interpreter's trimgate, outside the tree."""
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench.ablate",
+            "--rounds",
+            "1",
+            "--seconds",
+            "0.3",
+            "--variants",
+            "full",
+            "--against",
+            sys.executable,
+        ],
+        capture_output=True,
+        timeout=120,
+        check=True,
+        cwd=ROOT,
+    ).stdout.decode()
+    rows = {line.split("|")[1].strip(): line.split("|")[2].strip() for line in out.splitlines()[3:]}
+    assert set(rows) == {"full", "against"}
+    for ok_failed in rows.values():
+        ok, failed = (int(n) for n in ok_failed.split(" / "))
+        assert ok > 0 and failed == 0
