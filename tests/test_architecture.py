@@ -45,3 +45,8 @@ def test_the_core_runs_compiled_unless_asked_for_pure_python() -> None:
     if os.environ.get("TRIMGATE_PURE", "") not in ("", "0"):
         pytest.skip("TRIMGATE_PURE is set: the pure-Python core is under test")
     assert trimgate.compiled(), "the core is not compiled: see setup.py, or set TRIMGATE_PURE=1"
+    # built with it, all or nothing: the C count of UTF-8 lengths
+    from trimgate.trimming import estimate
+    from trimgate.trimming._utf8 import utf8_len
+
+    assert estimate._utf8_len is utf8_len

@@ -1,17 +1,24 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from trimgate.trimming import estimate
 from trimgate.trimming.estimate import (
     MAX_RATIO,
     MIN_RATIO,
     Calibration,
     message_tokens,
+    nonascii_utf8_len,
     observe,
     scale,
     text_tokens,
     utf8_len,
 )
+
+# every code point, lone surrogates included (a JSON "\ud800" escape decodes to one)
+ANY_TEXT = st.text(st.characters(min_codepoint=0, max_codepoint=0x10FFFF, categories=None))
 
 
 @pytest.mark.parametrize(
@@ -27,6 +34,36 @@ def test_utf8_bytes_not_characters() -> None:
     assert utf8_len("日本") == 6
     assert utf8_len("🙂") == 4
     assert text_tokens("🙂" * 10) == 10 + 4
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "\x80",  # CPython stores it one byte per code point, like Latin-1
+        "\x7f\x80\xff",
+        "\u07ff\u0800\uffff",  # two bytes per code point
+        "\ud800\udfff",  # lone surrogates: 3 bytes each
+        "\U00010000\U0010ffff\x01",  # four bytes per code point
+        "a" * 1000 + "é",  # past the vectorised loop's blocks
+        "é" * 1001 + "\U0001f642" * 3,
+    ],
+)
+def test_nonascii_utf8_len_is_the_encoded_length(text: str) -> None:
+    assert nonascii_utf8_len(text) == len(text.encode("utf-8", "surrogatepass"))
+
+
+@given(ANY_TEXT)
+def test_utf8_len_counts_what_encoding_writes(text: str) -> None:
+    expected = len(text.encode("utf-8", "surrogatepass"))
+    assert utf8_len(text) == expected
+    assert nonascii_utf8_len(text) == expected  # also right on ASCII, though not called there
+
+
+def test_the_c_count_refuses_what_is_not_a_str() -> None:
+    if estimate._utf8_len is None:
+        pytest.skip("pure-Python install: texts are encoded to be sized")
+    with pytest.raises(TypeError, match="takes a str, not bytes"):
+        estimate._utf8_len(b"abc")  # type: ignore[arg-type]
 
 
 def test_media_costs_a_fixed_price() -> None:

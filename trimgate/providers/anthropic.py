@@ -50,7 +50,7 @@ from trimgate.errors import DecodeError
 from trimgate.history import Conversation, Message, Role, text_message
 from trimgate.providers.base import JSON, Decoded, DecodeOptions, OverflowByFormat
 from trimgate.providers.common import json_bytes, rebuild, utf8_len
-from trimgate.trimming.estimate import MESSAGE_FRAMING_TOKENS, bytes_tokens
+from trimgate.trimming.estimate import MESSAGE_FRAMING_TOKENS, bytes_tokens, nonascii_utf8_len
 from trimgate.trimming.pipeline import TrimPlan
 
 __all__ = ["CODEC", "AnthropicCodec"]
@@ -155,11 +155,7 @@ class AnthropicCodec(OverflowByFormat):
             content = item.get("content")
 
             if type(content) is str:
-                nbytes = (
-                    len(content)
-                    if content.isascii()
-                    else len(content.encode("utf-8", "surrogatepass"))
-                )
+                nbytes = len(content) if content.isascii() else nonascii_utf8_len(content)
                 if role is user:
                     is_crumb = content == breadcrumb
                     append(
@@ -193,11 +189,7 @@ class AnthropicCodec(OverflowByFormat):
                 if kind == "text":
                     text = block.get("text")
                     if type(text) is str:
-                        nbytes += (
-                            len(text)
-                            if text.isascii()
-                            else len(text.encode("utf-8", "surrogatepass"))
-                        )
+                        nbytes += len(text) if text.isascii() else nonascii_utf8_len(text)
                     else:
                         nbytes += json_bytes(block)
                     other = True
@@ -228,11 +220,7 @@ class AnthropicCodec(OverflowByFormat):
                     inner = block.get("content")
                     if type(inner) is str:  # the common shape, sized inline
                         texts.append(inner)
-                        nbytes += (
-                            len(inner)
-                            if inner.isascii()
-                            else len(inner.encode("utf-8", "surrogatepass"))
-                        )
+                        nbytes += len(inner) if inner.isascii() else nonascii_utf8_len(inner)
                     else:
                         b, m = _result_content(inner, texts)
                         nbytes += b

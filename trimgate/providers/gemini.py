@@ -39,7 +39,7 @@ from trimgate.errors import DecodeError
 from trimgate.history import Conversation, Message, Role
 from trimgate.providers.base import JSON, Decoded, DecodeOptions, OverflowByFormat
 from trimgate.providers.common import json_bytes, rebuild, utf8_len
-from trimgate.trimming.estimate import MESSAGE_FRAMING_TOKENS, bytes_tokens
+from trimgate.trimming.estimate import MESSAGE_FRAMING_TOKENS, bytes_tokens, nonascii_utf8_len
 from trimgate.trimming.pipeline import TrimPlan
 
 __all__ = ["CODEC", "GeminiCodec", "GeminiDecoded"]
@@ -192,11 +192,7 @@ def _scan(contents: list[Any], options: DecodeOptions) -> list[Message]:
                 text = part.get("text")
                 if type(text) is str:
                     if text:
-                        nbytes += (
-                            len(text)
-                            if text.isascii()
-                            else len(text.encode("utf-8", "surrogatepass"))
-                        )
+                        nbytes += len(text) if text.isascii() else nonascii_utf8_len(text)
                         other = True
                     continue
             for key, value in part.items():
@@ -262,9 +258,7 @@ def _scan(contents: list[Any], options: DecodeOptions) -> list[Message]:
                         for field_name, text in response.items():
                             if type(text) is str:
                                 nbytes += utf8_len(field_name) + (
-                                    len(text)
-                                    if text.isascii()
-                                    else len(text.encode("utf-8", "surrogatepass"))
+                                    len(text) if text.isascii() else nonascii_utf8_len(text)
                                 )
                                 texts.append(text)
                                 capped = True

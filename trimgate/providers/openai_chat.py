@@ -42,7 +42,7 @@ from trimgate.history import (
 )
 from trimgate.providers.base import JSON, Decoded, DecodeOptions, OverflowByFormat
 from trimgate.providers.common import json_bytes, rebuild, utf8_len
-from trimgate.trimming.estimate import MESSAGE_FRAMING_TOKENS, bytes_tokens
+from trimgate.trimming.estimate import MESSAGE_FRAMING_TOKENS, bytes_tokens, nonascii_utf8_len
 from trimgate.trimming.pipeline import TrimPlan
 
 __all__ = ["CODEC", "OpenAIChatCodec"]
@@ -156,7 +156,7 @@ class OpenAIChatCodec(OverflowByFormat):
         append = messages.append
 
         # The common shapes (string content, plain tool calls) are sized inline:
-        # ``len(s) if s.isascii() else len(s.encode(...))`` is utf8_len without the
+        # ``len(s) if s.isascii() else nonascii_utf8_len(s)`` is utf8_len without the
         # call, and ``(n + 3) // 4 + framing + media * media_tokens`` is message_tokens.
         for index, item in enumerate(items):
             if not isinstance(item, dict):
@@ -166,11 +166,7 @@ class OpenAIChatCodec(OverflowByFormat):
             if role == "user":
                 content = item.get("content")
                 if type(content) is str:
-                    nbytes = (
-                        len(content)
-                        if content.isascii()
-                        else len(content.encode("utf-8", "surrogatepass"))
-                    )
+                    nbytes = len(content) if content.isascii() else nonascii_utf8_len(content)
                     crumb = content == breadcrumb
                     append(
                         text_message(
@@ -187,11 +183,7 @@ class OpenAIChatCodec(OverflowByFormat):
                 content = item.get("content")
                 media = 0
                 if type(content) is str:
-                    nbytes = (
-                        len(content)
-                        if content.isascii()
-                        else len(content.encode("utf-8", "surrogatepass"))
-                    )
+                    nbytes = len(content) if content.isascii() else nonascii_utf8_len(content)
                     has_content = bool(content)
                 elif content is None:
                     nbytes = 0
@@ -237,22 +229,14 @@ class OpenAIChatCodec(OverflowByFormat):
                         if isinstance(fn, dict):
                             name = fn.get("name")
                             if type(name) is str:
-                                nbytes += (
-                                    len(name)
-                                    if name.isascii()
-                                    else len(name.encode("utf-8", "surrogatepass"))
-                                )
+                                nbytes += len(name) if name.isascii() else nonascii_utf8_len(name)
                             else:
                                 nbytes += _str_bytes(name)
                             args = fn.get("arguments", _MISSING)
                             if args is _MISSING:
                                 args = fn.get("input")
                             if type(args) is str:
-                                nbytes += (
-                                    len(args)
-                                    if args.isascii()
-                                    else len(args.encode("utf-8", "surrogatepass"))
-                                )
+                                nbytes += len(args) if args.isascii() else nonascii_utf8_len(args)
                             else:
                                 nbytes += _str_bytes(args)
                         else:
@@ -277,11 +261,7 @@ class OpenAIChatCodec(OverflowByFormat):
             elif role == "tool":
                 content = item.get("content")
                 if type(content) is str:
-                    nbytes = (
-                        len(content)
-                        if content.isascii()
-                        else len(content.encode("utf-8", "surrogatepass"))
-                    )
+                    nbytes = len(content) if content.isascii() else nonascii_utf8_len(content)
                     media = 0
                     texts: tuple[str, ...] = (content,)
                 else:

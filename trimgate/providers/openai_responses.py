@@ -53,7 +53,12 @@ from trimgate.history import (
 )
 from trimgate.providers.base import JSON, Decoded, DecodeOptions, OverflowByFormat
 from trimgate.providers.common import json_bytes, rebuild, utf8_len
-from trimgate.trimming.estimate import MESSAGE_FRAMING_TOKENS, bytes_tokens, message_tokens
+from trimgate.trimming.estimate import (
+    MESSAGE_FRAMING_TOKENS,
+    bytes_tokens,
+    message_tokens,
+    nonascii_utf8_len,
+)
 from trimgate.trimming.pipeline import TrimPlan
 
 __all__ = ["CODEC", "OpenAIResponsesCodec"]
@@ -229,9 +234,7 @@ class OpenAIResponsesCodec(OverflowByFormat):
                     arguments = item.get("arguments")
                     if type(name) is str and type(arguments) is str:  # sized inline
                         nbytes = (len(name) if name.isascii() else utf8_len(name)) + (
-                            len(arguments)
-                            if arguments.isascii()
-                            else len(arguments.encode("utf-8", "surrogatepass"))
+                            len(arguments) if arguments.isascii() else nonascii_utf8_len(arguments)
                         )
                     else:
                         nbytes = _str_bytes(item, "name") + _str_bytes(item, "arguments")
@@ -261,11 +264,7 @@ class OpenAIResponsesCodec(OverflowByFormat):
                         call_id = shell_ids.get(own, own)
                 output = item.get("output")
                 if type(output) is str:  # the common shape, sized inline
-                    nbytes = (
-                        len(output)
-                        if output.isascii()
-                        else len(output.encode("utf-8", "surrogatepass"))
-                    )
+                    nbytes = len(output) if output.isascii() else nonascii_utf8_len(output)
                     media = 0
                     texts: list[str] | tuple[str, ...] = (output,)
                 else:
@@ -300,11 +299,7 @@ class OpenAIResponsesCodec(OverflowByFormat):
                 else:
                     content = item.get("content")
                     if type(content) is str:  # the common shape, sized inline
-                        nbytes = (
-                            len(content)
-                            if content.isascii()
-                            else len(content.encode("utf-8", "surrogatepass"))
-                        )
+                        nbytes = len(content) if content.isascii() else nonascii_utf8_len(content)
                         media = 0
                         ours = content == crumb
                     else:

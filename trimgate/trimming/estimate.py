@@ -13,7 +13,14 @@ little context. With a steady ratio the spread shrinks towards zero.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+
+_utf8_len: Callable[[str], int] | None
+try:
+    from trimgate.trimming._utf8 import utf8_len as _utf8_len
+except ImportError:  # not built: a pure-Python install
+    _utf8_len = None
 
 MESSAGE_FRAMING_TOKENS = 4
 DEFAULT_MEDIA_TOKENS = 1600
@@ -28,7 +35,16 @@ MIN_OBSERVED_TOKENS = 200  # tiny prompts are dominated by hidden provider frami
 
 def utf8_len(text: str) -> int:
     # ASCII strings (the common case) know their byte length without encoding.
-    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+    return len(text) if text.isascii() else nonascii_utf8_len(text)
+
+
+def nonascii_utf8_len(text: str) -> int:
+    """``len(text.encode("utf-8", "surrogatepass"))``: counted in C without encoding when
+    the extension is built (``trimgate/trimming/_utf8.c``), else by encoding. The codecs call it
+    for texts that are not ASCII; ASCII ones are sized by ``len``."""
+    if _utf8_len is not None:
+        return _utf8_len(text)
+    return len(text.encode("utf-8", "surrogatepass"))
 
 
 def bytes_tokens(nbytes: int) -> int:
