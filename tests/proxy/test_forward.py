@@ -25,6 +25,7 @@ from tests.fakes import (
 from tests.proxy.bodies import anthropic_messages, gemini_contents, openai_chat, responses_input
 from tests.proxy.conftest import MakeStack
 from trimgate.history import Message
+from trimgate.proxy.forward import Chat, _Retries
 
 CRUMB = "[earlier turns omitted to fit the context window]"
 CORPUS = yaml.safe_load((Path(__file__).parent.parent / "data" / "error_corpus.yaml").read_text())
@@ -228,6 +229,68 @@ async def test_reactive_retry_of_a_compressed_body(make_stack: MakeStack) -> Non
     sent = second.json()["messages"]
     assert sent[1] == {"role": "user", "content": CRUMB}
     assert sent[2:] == body["messages"][-len(sent) + 2 :]
+
+
+async def test_a_compressed_body_is_not_kept_inflated_while_the_upstream_answers(
+    make_stack: MakeStack,
+) -> None:
+    """What a chat request keeps while the provider works: the body as it came (gzip),
+    the body it sent, never the inflated JSON; a retry inflates it again."""
+    raw = orjson.dumps(openai_chat(40, model="gpt-4o"))
+    compressed = gzip.compress(raw)
+    held: list[list[int]] = []
+
+    def responder(rec: Any) -> Reply:
+        chats = [o for o in gc.get_objects() if type(o) is Chat]
+        held.append([len(v) for c in chats for v in (c.body, c.send_body)])
+        return json_reply(openai_ok(10)) if len(held) > 1 else openai_overflow(150_000, 128_000)
+
+    stack = await make_stack(FakeProvider(responder))
+    resp = await stack.client.post(
+        "/v1/chat/completions", data=compressed, headers={"Content-Encoding": "gzip"}
+    )
+    assert resp.status == 200 and resp.headers["x-trimgate-retries"] == "1"
+    # first attempt: the gzip body, also sent as it came; the retry's body lives in the
+    # retry's state, not in the request's
+    assert held == [[len(compressed), 0], [len(compressed), 0]]
+    assert all(len(raw) not in sizes for sizes in held)
+
+
+async def test_the_body_sent_is_not_kept_while_the_answer_is_relayed(
+    make_stack: MakeStack,
+) -> None:
+    frames = sse_data(*({"choices": [{"index": 0, "delta": {"content": "x"}}]} for _ in range(3)))
+    stack = await make_stack(FakeProvider().then(sse_reply(frames, event_delay=0.2)))
+    resp = await stack.client.post(
+        "/v1/chat/completions", json=openai_chat(40, model="small-1", stream=True)
+    )
+    assert resp.status == 200 and resp.headers["x-trimgate-trimmed"] == "true"
+    await resp.content.readany()  # the relay has begun; the rest is still to come
+    (chat,) = [o for o in gc.get_objects() if type(o) is Chat]
+    assert chat.send_body == b""
+    assert not [o for o in gc.get_objects() if type(o) is _Retries]
+    await resp.read()
+
+
+async def test_a_retry_decodes_with_the_models_own_options(make_stack: MakeStack) -> None:
+    """A per-model ``media_tokens`` holds for the retry's plan too, not only the first."""
+    body = openai_chat(10, model="img-1")
+    for message in body["messages"]:
+        if message["role"] == "user":
+            image = {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}
+            message["content"] = [{"type": "text", "text": message["content"]}, image]
+    fake = FakeProvider().then(openai_overflow(150_000, 128_000))
+    stack = await make_stack(
+        fake,
+        models=[{"match": "img-*", "context_window": 200_000, "trimming": {"media_tokens": 5}}],
+    )
+    resp = await stack.client.post("/v1/chat/completions", json=body)
+    assert resp.status == 200 and resp.headers["x-trimgate-retries"] == "1"
+    assert len(fake.requests) == 2
+    images = fake.requests[1].body.count(b"a.png")
+    assert images > 0
+    # at the default 1,600 tokens an image, the kept turns alone would cost more
+    assert int(resp.headers["x-trimgate-tokens-after"]) < 1600 * images
 
 
 async def test_reactive_without_counts_shrinks_to_two_thirds(make_stack: MakeStack) -> None:

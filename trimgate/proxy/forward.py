@@ -75,6 +75,7 @@ class _Retries:
 
     report: TrimReport  # of the body last sent
     body: bytes
+    request_id: str
     last: Attempt | None = None
     retries: int = 0
     overflows: int = 0
@@ -86,7 +87,8 @@ class Chat:
 
     The parsed body and its ``Conversation`` are not kept: a 2 MB history parses
     into about 5 MB of Python objects, which would otherwise live for the whole
-    upstream wait. A reactive retry parses ``raw`` again (``replan``).
+    upstream wait. Nor is a compressed body's inflated JSON. A reactive retry
+    inflates and parses the body again (``replan``).
     """
 
     route: Route
@@ -98,16 +100,22 @@ class Chat:
     shadow: bool
     crumb: str
     model: str | None
-    send_body: bytes  # what goes upstream first: the original bytes unless changed
-    raw: bytes  # the body's JSON (decompressed when it came compressed)
+    send_body: bytes  # what goes upstream first (the original bytes unless changed);
+    # emptied once sent, so that it is not held while the answer is relayed
+    body: bytes  # the request body as it came
+    encoding: str  # its Content-Encoding, "" when none
     options: DecodeOptions
 
-    def replan(self, policy: Policy) -> tuple[TrimReport, bytes]:
-        """A retry's report and body, from ``raw`` decoded as ``_examine`` decoded it
+    def replan(self, policy: Policy, max_body: int) -> tuple[TrimReport, bytes]:
+        """A retry's report and body, from the body decoded as ``_examine`` decoded it
         (same items, same indices); what it decodes is freed on return, before the send."""
-        decoded = self.codec.decode(
-            orjson.loads(self.raw), path=self.route.path, options=self.options
-        )
+        raw = self.body
+        if self.encoding:
+            inflated = _decompress(raw, self.encoding, max_body)
+            if inflated is None:  # it inflated within the limit the first time
+                raise ValueError("the body no longer inflates")
+            raw = inflated
+        decoded = self.codec.decode(orjson.loads(raw), path=self.route.path, options=self.options)
         new_plan = plan(decoded.conversation, policy)
         body = orjson.dumps(self.codec.encode(decoded, new_plan, breadcrumb=self.crumb))
         return new_plan.report, body
@@ -267,7 +275,8 @@ class Proxy:
             crumb=crumb,
             model=decoded.model,
             send_body=send_body,
-            raw=raw,
+            body=body,
+            encoding=encoding,
             options=options,
         )
         return chat, None
@@ -310,12 +319,11 @@ class Proxy:
             finally:
                 final.resp.release()  # also when the relay failed or never started
 
-        send_body = chat.send_body
         if _unreadable_encodings(headers.get("Accept-Encoding", "")):
             # trimgate must read error bodies (overflow) and usage: ask only for
             # encodings it can inflate; the answer is still relayed compressed
             headers["Accept-Encoding"] = "gzip, deflate"
-        final, outcome = await self._with_retries(chat, send, send_body, request_id)
+        final, outcome = await self._with_retries(chat, send, request_id)
         try:
             outcome.attribution = attribution(request.headers)
             extra.update(response_headers(outcome))
@@ -374,10 +382,12 @@ class Proxy:
         self,
         chat: Chat,
         attempt: Callable[[bytes], Awaitable[Attempt]],
-        first_body: bytes,
         request_id: str,
     ) -> tuple[Attempt, Outcome]:
-        state = _Retries(report=chat.report, body=first_body)
+        # the body sent is referenced by ``state`` only: freed when a retry replaces it,
+        # and before the answer is relayed
+        state = _Retries(report=chat.report, body=chat.send_body, request_id=request_id)
+        chat.send_body = b""
         final = await self._attempt(chat, state, attempt)
         if final.retry:
             # tenacity runs only the retries: the common path pays nothing for it
@@ -442,11 +452,15 @@ class Proxy:
         target = reactive_budget(previous.tokens_after, last.overflow.real, last.overflow.maximum)
         policy = replace(chat.policy, budget=target, max_turns=previous.kept_turns - 1)
         try:
-            report, body = chat.replan(policy)
+            report, body = chat.replan(policy, self.config.server.max_body_bytes)
         except Exception as exc:  # a bug: the provider's own answer goes back, not a 500
             log.exception(
                 "planning a retry failed",
-                extra={"event": "retry_error", "error": type(exc).__name__},
+                extra={
+                    "event": "retry_error",
+                    "error": type(exc).__name__,
+                    "request_id": state.request_id,
+                },
             )
             last.retry = False
             return last
