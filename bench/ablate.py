@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 import time
 from typing import Any
@@ -204,6 +205,8 @@ def main(argv: list[str] | None = None) -> int:
         help="also measure `PYTHON -m trimgate serve` (another install), as variant 'against'",
     )
     args = parser.parse_args(argv)
+    if args.against:  # it runs in another directory, where a relative path would not resolve
+        args.against = os.path.abspath(args.against)
     OUT.mkdir(parents=True, exist_ok=True)
     rows = asyncio.run(measure(args))
     base = rows[0]
