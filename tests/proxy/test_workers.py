@@ -204,7 +204,7 @@ def test_stopped_workers_finish_answers_within_the_grace_and_no_longer(
         except (OSError, http.client.HTTPException) as exc:
             results[model] = exc
 
-    with workers(config, port, 2) as (proc, _):
+    with workers(config, port, 2) as (proc, lines):
         askers = [threading.Thread(target=ask, args=(m,)) for m in ("slow-1", "hang-1")]
         for asker in askers:
             asker.start()
@@ -223,3 +223,4 @@ def test_stopped_workers_finish_answers_within_the_grace_and_no_longer(
     assert isinstance(results["hang-1"], (OSError, http.client.HTTPException))
     assert 11.5 < elapsed < 16.0, elapsed  # the grace, not the kill 5 s after it
     assert proc.returncode == 0
+    assert not [ln for ln in lines if '"event":"worker_killed"' in ln]  # they ended by themselves

@@ -141,6 +141,10 @@ async def _supervise(config: Config, workers: int, socket_path: str) -> None:
         for proc in procs:
             await asyncio.to_thread(proc.join, max(0.0, deadline - time.monotonic()))
             if proc.is_alive():
+                log.warning(
+                    "a worker outlived the shutdown grace; killing it",
+                    extra={"event": "worker_killed", "pid": proc.pid},
+                )
                 proc.kill()
         server.close()
         await server.wait_closed()
