@@ -60,12 +60,12 @@ async def run_server(
         link = WorkerLink(relay_path)
         await link.start(shared.hub.deliver)
         shared.hub.relay = link.send
-    # Cancel the handler (and so the upstream request) when the client goes
-    # away; leave request bodies compressed, so that a gzip body is forwarded as
-    # it came unless trimgate must change it.
     # Answers in flight get server.shutdown_grace on stop, on the front (FrontSite) and on
     # aiohttp's connections alike.
     grace = config.server.shutdown_grace
+    # Cancel the handler (and so the upstream request) when the client goes
+    # away; leave request bodies compressed, so that a gzip body is forwarded as
+    # it came unless trimgate must change it.
     runners = [
         web.AppRunner(
             app,
