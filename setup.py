@@ -2,10 +2,11 @@
 
 They are plain, strictly typed Python, so mypyc (part of mypy) compiles them as
 they are; the compiled modules behave the same and run the per-message work of
-decoding and planning two to three times faster (bench/RESULTS.md). One small
-hand-written extension comes with them: ``trimgate/trimming/_utf8.c``, the UTF-8 length
-of a text counted without encoding it. Nothing else is compiled: the aiohttp
-shell stays interpreted.
+decoding and planning two to three times faster (bench/RESULTS.md). Two small
+hand-written extensions come with them: ``trimgate/trimming/_utf8.c``, the UTF-8 length
+of a text counted without encoding it, and ``trimgate/providers/_chatscan.c``, which
+sizes an OpenAI Chat body's messages from its bytes. Nothing else is compiled: the
+aiohttp shell stays interpreted.
 
 ``TRIMGATE_PURE=1`` (or a machine without a C compiler) installs the same
 modules as plain Python; ``trimgate.compiled()`` tells which one is running.
@@ -36,6 +37,8 @@ COMPILED = [
     "trimgate/providers/openai_chat.py",
     "trimgate/providers/openai_responses.py",
 ]
+
+HAND_WRITTEN = ["trimgate.trimming._utf8", "trimgate.providers._chatscan"]  # C sources
 
 
 class OptionalBuildExt(build_ext):
@@ -72,7 +75,8 @@ def remove_inplace_builds() -> None:
     root = Path(__file__).parent
     stale = [p for source in COMPILED for p in root.glob(source.removesuffix(".py") + ".*.so")]
     stale += root.glob("*__mypyc*.so")
-    stale += root.glob("trimgate/trimming/_utf8.*.so")
+    for name in HAND_WRITTEN:
+        stale += root.glob(name.replace(".", "/") + ".*.so")
     for path in stale:
         path.unlink()
 
@@ -97,8 +101,9 @@ def ext_modules() -> list[Any]:
     flags = [] if sys.platform == "win32" else ["-O3"]
     return [
         *compiled,
-        Extension(
-            "trimgate.trimming._utf8", ["trimgate/trimming/_utf8.c"], extra_compile_args=flags
+        *(
+            Extension(name, [name.replace(".", "/") + ".c"], extra_compile_args=flags)
+            for name in HAND_WRITTEN
         ),
     ]
 

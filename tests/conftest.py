@@ -13,7 +13,7 @@ def stale_compiled() -> list[str]:
     """Compiled modules (setup.py) older than their source: they would shadow the edit."""
     stale = []
     for ext in PACKAGE.rglob("*.so"):
-        for suffix in (".py", ".c"):  # the mypyc modules, and trimgate/trimming/_utf8.c
+        for suffix in (".py", ".c"):  # the mypyc modules, and the hand-written C ones (setup.py)
             source = ext.with_name(ext.name.split(".", 1)[0] + suffix)
             if source.exists() and source.stat().st_mtime > ext.stat().st_mtime:
                 stale.append(str(source.relative_to(PACKAGE.parent)))

@@ -622,6 +622,8 @@ async def test_a_bug_in_examination_forwards_the_request_untouched(
         def decode(self, *args: object, **kwargs: object) -> None:
             raise RuntimeError("secret user text that must not be logged")
 
+        decode_raw = decode  # the decode from bytes, tried first
+
     monkeypatch.setitem(CODECS, "openai", Broken(CODECS["openai"]))
     stack = await make_stack()
     body = orjson.dumps(openai_chat(8, model="small-1"))

@@ -48,7 +48,7 @@ from orjson import dumps
 
 from trimgate.errors import DecodeError
 from trimgate.history import Conversation, Message, Role, text_message
-from trimgate.providers.base import JSON, Decoded, DecodeOptions, OverflowByFormat
+from trimgate.providers.base import JSON, CodecBase, Decoded, DecodeOptions
 from trimgate.providers.common import json_bytes, rebuild, utf8_len
 from trimgate.trimming.estimate import MESSAGE_FRAMING_TOKENS, bytes_tokens, nonascii_utf8_len
 from trimgate.trimming.pipeline import TrimPlan
@@ -121,7 +121,7 @@ def _system_bytes(system: Any) -> int:
     raise DecodeError("system is not a string or a list")
 
 
-class AnthropicCodec(OverflowByFormat):
+class AnthropicCodec(CodecBase):
     wire_format = "anthropic"
     stream_usage_markers: tuple[bytes, ...] = (b"input_tokens",)
 

@@ -30,7 +30,9 @@ class DecodeOptions:
 
 @dataclass(frozen=True, slots=True)
 class Decoded:
-    body: dict[str, Any]  # the parsed request body; the plan refers to its items
+    # The parsed request body; the plan refers to its items. From ``decode_raw``, its
+    # history array is a ``common.RawItems``, which parses an item when it is read.
+    body: dict[str, Any]
     conversation: Conversation
     model: str | None  # the request's model (Gemini: from the path)
     output_limit: int | None  # max_tokens / max_completion_tokens / max_output_tokens / ...
@@ -49,6 +51,15 @@ class Codec(Protocol):
 
     def decode(self, body: JSON, *, path: str, options: DecodeOptions) -> Decoded:
         """Raise ``DecodeError`` when the body is not the shape this endpoint expects."""
+        ...
+
+    def decode_raw(
+        self, raw: bytes, *, path: str, options: DecodeOptions, tool_texts: bool
+    ) -> Decoded | None:
+        """What ``decode(orjson.loads(raw))`` returns, got without parsing the whole body,
+        or None: parse it and call ``decode`` (the body has a shape this does not handle,
+        or is not valid JSON, or the codec has no such decoder). ``tool_texts`` False: the
+        messages may leave ``tool_texts`` empty (no result capping)."""
         ...
 
     def encode(self, decoded: Decoded, plan: TrimPlan, *, breadcrumb: str) -> dict[str, Any]:
@@ -72,10 +83,16 @@ class Codec(Protocol):
         ...
 
 
-class OverflowByFormat:
-    """The codecs' overflow recognition: the shared detector, told the wire format."""
+class CodecBase:
+    """What the codecs share: overflow recognition (the shared detector, told the wire
+    format), and no ``decode_raw`` unless a codec has one."""
 
     wire_format: str
+
+    def decode_raw(
+        self, raw: bytes, *, path: str, options: DecodeOptions, tool_texts: bool
+    ) -> Decoded | None:
+        return None
 
     def detect_overflow(self, status: int, body: bytes) -> Overflow | None:
         return detect_overflow(status, body, wire_format=self.wire_format)

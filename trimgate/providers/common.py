@@ -10,7 +10,26 @@ import orjson
 from trimgate.trimming.estimate import utf8_len
 from trimgate.trimming.pipeline import TrimPlan
 
-__all__ = ["json_bytes", "rebuild", "utf8_len"]
+__all__ = ["RawItems", "json_bytes", "rebuild", "utf8_len"]
+
+
+class RawItems:
+    """A history array left as bytes: ``rows[i]`` starts with item i's (start, end) in
+    ``raw``, and ``self[i]`` parses that item. A codec that sized the items from the
+    bytes puts this in ``Decoded.body`` so that ``rebuild`` parses only the kept ones."""
+
+    __slots__ = ("raw", "rows")
+
+    def __init__(self, raw: bytes, rows: Sequence[tuple[Any, ...]]) -> None:
+        self.raw = raw
+        self.rows = rows
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, index: int) -> Any:
+        row = self.rows[index]
+        return orjson.loads(memoryview(self.raw)[row[0] : row[1]])
 
 
 def json_bytes(value: Any) -> int:

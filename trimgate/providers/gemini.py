@@ -37,7 +37,7 @@ from orjson import dumps
 
 from trimgate.errors import DecodeError
 from trimgate.history import Conversation, Message, Role
-from trimgate.providers.base import JSON, Decoded, DecodeOptions, OverflowByFormat
+from trimgate.providers.base import JSON, CodecBase, Decoded, DecodeOptions
 from trimgate.providers.common import json_bytes, rebuild, utf8_len
 from trimgate.trimming.estimate import MESSAGE_FRAMING_TOKENS, bytes_tokens, nonascii_utf8_len
 from trimgate.trimming.pipeline import TrimPlan
@@ -375,7 +375,7 @@ def _part_ids(parts: list[Any], message: Message) -> list[tuple[int, str]]:
     return found
 
 
-class GeminiCodec(OverflowByFormat):
+class GeminiCodec(CodecBase):
     wire_format = "gemini"
     stream_usage_markers: tuple[bytes, ...] = (b"promptTokenCount", b"prompt_token_count")
 

@@ -27,6 +27,7 @@ already starts with the breadcrumb is not marked twice.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -40,12 +41,23 @@ from trimgate.history import (
     result_message,
     text_message,
 )
-from trimgate.providers.base import JSON, Decoded, DecodeOptions, OverflowByFormat
-from trimgate.providers.common import json_bytes, rebuild, utf8_len
+from trimgate.providers.base import JSON, CodecBase, Decoded, DecodeOptions
+from trimgate.providers.common import RawItems, json_bytes, rebuild, utf8_len
 from trimgate.trimming.estimate import MESSAGE_FRAMING_TOKENS, bytes_tokens, nonascii_utf8_len
 from trimgate.trimming.pipeline import TrimPlan
 
 __all__ = ["CODEC", "OpenAIChatCodec"]
+
+_Rows = list[tuple[int, int, int, int, int, tuple[str, ...] | None]]
+_scan: Callable[[bytes], tuple[int, int, _Rows] | None] | None
+try:
+    from trimgate.providers._chatscan import scan as _scan
+except ImportError:  # not built: a pure-Python install parses every body
+    _scan = None
+
+# _chatscan's row values
+_USER, _ASSISTANT, _TOOL = 0, 1, 2  # 3: system / developer
+_HAS_CONTENT, _STRING_CONTENT = 1, 2
 
 _MEDIA_PARTS = frozenset({"image_url", "input_audio", "file"})
 _SYSTEM_ROLES = frozenset({"system", "developer"})
@@ -134,7 +146,7 @@ def _str_bytes(value: Any) -> int:
     return 0 if value is None else json_bytes(value)
 
 
-class OpenAIChatCodec(OverflowByFormat):
+class OpenAIChatCodec(CodecBase):
     wire_format = "openai"
     stream_usage_markers: tuple[bytes, ...] = (b'"prompt_tokens"',)
 
@@ -301,7 +313,63 @@ class OpenAIChatCodec(OverflowByFormat):
 
             else:
                 raise DecodeError("unknown message role")
+        return self._decoded(body, messages)
 
+    def decode_raw(
+        self, raw: bytes, *, path: str, options: DecodeOptions, tool_texts: bool
+    ) -> Decoded | None:
+        """``decode(orjson.loads(raw))`` without building the parsed history, for the
+        common shapes (``trimgate/providers/_chatscan.c``); None: parse and ``decode``.
+
+        The body's ``messages`` is a ``RawItems``: an item is parsed from its bytes when
+        ``encode`` asks for it, so only kept items are ever parsed. ``tool_texts``: fill
+        the tool results' texts (capping needs them; parsing them costs time).
+        """
+        found = _scan(raw) if _scan is not None else None
+        if found is None:
+            return None
+        start, end, rows = found
+        try:  # everything but the messages, parsed (and validated) by orjson
+            body = orjson.loads(raw[:start] + b"[]" + raw[end:])
+        except orjson.JSONDecodeError:
+            return None
+        if not isinstance(body, dict) or body.get("messages") != []:
+            return None
+        items = RawItems(raw, rows)
+        breadcrumb = options.breadcrumb
+        crumb_bytes = utf8_len(breadcrumb)
+        framing = MESSAGE_FRAMING_TOKENS
+        messages: list[Message] = []
+        append = messages.append
+        for index, (_, _, role, nbytes, flags, ids) in enumerate(rows):
+            tokens = (nbytes + 3) // 4 + framing
+            if role == _USER:
+                crumb = (
+                    flags & _STRING_CONTENT != 0
+                    and nbytes == crumb_bytes
+                    and items[index].get("content") == breadcrumb
+                )
+                append(text_message(index, Role.USER, tokens, nbytes, not crumb, 0, crumb))
+            elif role == _ASSISTANT:
+                if ids:
+                    has_content = flags & _HAS_CONTENT != 0
+                    append(call_message(index, tokens, nbytes, ids, has_content))
+                else:
+                    append(text_message(index, Role.ASSISTANT, tokens, nbytes))
+            elif role == _TOOL:
+                texts: tuple[str, ...] = ()
+                if tool_texts and flags & _STRING_CONTENT:
+                    texts = (items[index]["content"],)
+                if ids is None:
+                    append(result_message(index, tokens, nbytes, (), texts, 0, True))
+                else:
+                    append(result_message(index, tokens, nbytes, ids, texts))
+            else:
+                append(text_message(index, Role.SYSTEM, tokens, nbytes))
+        body["messages"] = items
+        return self._decoded(body, messages)
+
+    def _decoded(self, body: dict[str, Any], messages: list[Message]) -> Decoded:
         overhead = 0
         for key in ("tools", "functions"):
             value = body.get(key)

@@ -51,7 +51,7 @@ from trimgate.history import (
     result_message,
     text_message,
 )
-from trimgate.providers.base import JSON, Decoded, DecodeOptions, OverflowByFormat
+from trimgate.providers.base import JSON, CodecBase, Decoded, DecodeOptions
 from trimgate.providers.common import json_bytes, rebuild, utf8_len
 from trimgate.trimming.estimate import (
     MESSAGE_FRAMING_TOKENS,
@@ -162,7 +162,7 @@ def _kind(obj: dict[str, Any], key: str = "type") -> str:
     return value if type(value) is str else ""
 
 
-class OpenAIResponsesCodec(OverflowByFormat):
+class OpenAIResponsesCodec(CodecBase):
     wire_format = "openai-responses"
     stream_usage_markers: tuple[bytes, ...] = (b'"input_tokens"',)
 

@@ -105,6 +105,7 @@ class Chat:
     body: bytes  # the request body as it came
     encoding: str  # its Content-Encoding, "" when none
     options: DecodeOptions
+    tool_texts: bool  # tool-result capping is configured: a decode fills their texts
 
     def replan(self, policy: Policy, max_body: int) -> tuple[TrimReport, bytes]:
         """A retry's report and body, from the body decoded as ``_examine`` decoded it
@@ -115,7 +116,9 @@ class Chat:
             if inflated is None:  # it inflated within the limit the first time
                 raise ValueError("the body no longer inflates")
             raw = inflated
-        decoded = self.codec.decode(orjson.loads(raw), path=self.route.path, options=self.options)
+        decoded = self.codec.decode_raw(
+            raw, path=self.route.path, options=self.options, tool_texts=self.tool_texts
+        ) or self.codec.decode(orjson.loads(raw), path=self.route.path, options=self.options)
         new_plan = plan(decoded.conversation, policy)
         body = orjson.dumps(self.codec.encode(decoded, new_plan, breadcrumb=self.crumb))
         return new_plan.report, body
@@ -148,6 +151,8 @@ class Proxy:
         self.calibration: dict[str, Calibration] = {}
         t = config.trimming
         self._options = DecodeOptions(breadcrumb=t.breadcrumb.text, media_tokens=t.media_tokens)
+        # Tool-result capping anywhere: decodes fill the results' texts (decode_raw)
+        self._caps = any(c.max_tool_result_chars > 0 for c in (t, *self._overrides.values()))
 
     # --- entry ------------------------------------------------------------
 
@@ -224,17 +229,23 @@ class Proxy:
             if decompressed is None:
                 return None, "compressed-body"
             raw = decompressed
-        try:
-            data = orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            return None, "invalid-json"
-        if not isinstance(data, dict):
-            return None, "not-an-object"
         codec = CODECS[route.wire_format]
-        try:
-            decoded = codec.decode(data, path=route.path, options=self._options)
-        except DecodeError as exc:
-            return None, exc.reason
+        # Sized from the bytes when the codec can (no parsed history to build and free),
+        # else parsed; ``data`` is then the parsed body, for a second decode.
+        path, caps = route.path, self._caps
+        data: Any = None
+        decoded = codec.decode_raw(raw, path=path, options=self._options, tool_texts=caps)
+        if decoded is None:
+            try:
+                data = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                return None, "invalid-json"
+            if not isinstance(data, dict):
+                return None, "not-an-object"
+            try:
+                decoded = codec.decode(data, path=path, options=self._options)
+            except DecodeError as exc:
+                return None, exc.reason
         if decoded.skip:
             return None, decoded.skip
 
@@ -244,7 +255,10 @@ class Proxy:
         options = self._options
         if tc.breadcrumb.text != options.breadcrumb or tc.media_tokens != options.media_tokens:
             options = DecodeOptions(breadcrumb=tc.breadcrumb.text, media_tokens=tc.media_tokens)
-            decoded = codec.decode(data, path=route.path, options=options)
+            redone = None
+            if data is None:
+                redone = codec.decode_raw(raw, path=path, options=options, tool_texts=caps)
+            decoded = redone or codec.decode(data, path=path, options=options)
         window = entry.context_window if entry else tc.max_context_tokens
         ratio = self.calibration.get(label, Calibration()).planning_ratio if tc.calibrate else 1.0
         policy = make_policy(
@@ -278,6 +292,7 @@ class Proxy:
             body=body,
             encoding=encoding,
             options=options,
+            tool_texts=caps,
         )
         return chat, None
 

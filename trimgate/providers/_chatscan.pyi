@@ -1,0 +1,3 @@
+Row = tuple[int, int, int, int, int, tuple[str, ...] | None]
+
+def scan(body: bytes, /) -> tuple[int, int, list[Row]] | None: ...
