@@ -13,16 +13,19 @@
 #   full         trimgate as it is
 #   shell        no examination: every request forwarded as a pass-through
 #   parse        orjson.loads of the body, then forwarded as a pass-through
-#   decode       parse + codec decode, then as a pass-through
+#   decode       the codec's decode as _examine does it (from the bytes where the codec
+#                can, else parse + decode), then as a pass-through
 #   examine      the whole examination (decode, policy, plan, encode), then as a pass-through
 #   nosignals    trimgate as it is, but no metrics, event or log lines recorded
 #   nousage      trimgate as it is, but no usage read from answers (no calibration)
 #   against      `trimgate serve` of another install (--against PYTHON, an interpreter
 #                with another version of trimgate installed): this tree's "full" against
 #                another commit's, on the same hour (the machine's speed varies 3x by hour)
-# The differences between neighbours are what each step costs; the rest of "full" over
-# "examine" is the chat path's own work (headers, signals, usage sniffing), of which
-# "full" minus "nosignals" and "full" minus "nousage" are two parts. The patches touch
+# The differences between neighbours are what each step costs (but an OpenAI Chat body is
+# decoded from its bytes, not parsed first: there `parse` shows what the decode no longer
+# pays); the rest of "full" over "examine" is the chat path's own work (headers, signals,
+# usage sniffing), of which "full" minus "nosignals" and "full" minus "nousage" are two
+# parts. The patches touch
 # the interpreted shell only (trimgate.proxy.forward); the compiled core runs unchanged.
 
 from __future__ import annotations
@@ -58,12 +61,15 @@ def patch(variant: str) -> None:
         self: forward.Proxy, request: Any, route: Route, body: bytes
     ) -> tuple[forward.Chat | None, str | None]:
         if route.wire_format is not None and variant != "shell":
+            codec = CODECS[route.wire_format]
             if variant == "examine":
                 real(self, request, route, body)
-            else:
-                data = orjson.loads(body)
-                if variant == "decode":
-                    CODECS[route.wire_format].decode(data, path=route.path, options=self._options)
+            elif variant == "parse":
+                orjson.loads(body)
+            elif not codec.decode_raw(  # decode: as _examine does, from the bytes if it can
+                body, path=route.path, options=self._options, tool_texts=False
+            ):
+                codec.decode(orjson.loads(body), path=route.path, options=self._options)
         return None, None
 
     def no_record(*args: Any) -> None:

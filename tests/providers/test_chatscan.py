@@ -8,7 +8,14 @@ it saves nothing: those cases assert it is not None.
 
 from __future__ import annotations
 
+import importlib.machinery
+import importlib.util
 import json
+import shutil
+import subprocess
+import sysconfig
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -70,13 +77,31 @@ def assert_same(raw: bytes, *, tool_texts: bool = True, budgets: tuple[int, ...]
     )
     assert isinstance(got.body["messages"], RawItems)
     assert list(got.body) == list(want.body)
+    # Kept items go out as the bytes they came as: the same JSON as the parsed encode,
+    # and the same bytes where the body is already what orjson writes.
+    canonical = orjson.dumps(orjson.loads(raw)) == raw
     for budget in budgets:
-        policy = Policy(budget=budget, breadcrumb_tokens=8)
-        p_got, p_want = plan(got.conversation, policy), plan(want.conversation, policy)
-        assert p_got == p_want
-        sent = orjson.dumps(CODEC.encode(got, p_got, breadcrumb=CRUMB))
-        assert sent == orjson.dumps(CODEC.encode(want, p_want, breadcrumb=CRUMB))
+        for policy in policies(budget, tool_texts):
+            p_got, p_want = plan(got.conversation, policy), plan(want.conversation, policy)
+            assert p_got == p_want
+            sent = orjson.dumps(CODEC.encode(got, p_got, breadcrumb=CRUMB))
+            expected = orjson.dumps(CODEC.encode(want, p_want, breadcrumb=CRUMB))
+            assert orjson.loads(sent) == orjson.loads(expected)
+            if canonical:
+                assert sent == expected
     return True
+
+
+def policies(budget: int, tool_texts: bool) -> list[Policy]:
+    """Every way the rebuild changes a kept item: none, merge, hoist, cap (strip: the
+    orphan sweep, on in each)."""
+    out = [
+        Policy(budget=budget, breadcrumb_tokens=8),
+        Policy(budget=budget, breadcrumb_tokens=8, placement="merge", hoist=True),
+    ]
+    if tool_texts:  # capping reads the texts decode_raw leaves out otherwise
+        out.append(Policy(budget=budget, breadcrumb_tokens=8, max_tool_result_chars=5))
+    return out
 
 
 # -- bodies ------------------------------------------------------------------------------
@@ -86,6 +111,7 @@ texts = st.one_of(
     st.text(max_size=40),
     st.text(alphabet=st.sampled_from('ab "\\/\n\t\x00\x1f\x7fé→😀\u2028'), max_size=30),
     st.just(CRUMB),
+    st.text(min_size=60, max_size=90),  # long enough to be capped at max_tool_result_chars=5
 )
 ids = st.one_of(st.sampled_from(["call_1", "call_2", "c3", "é", 'q"'])).map(str)
 scalars = st.one_of(st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(), texts)
@@ -246,7 +272,7 @@ def test_decode_raw_never_accepts_what_the_parse_refuses(raw: bytes) -> None:
     assert_same(raw, budgets=(1, 10**6))
 
 
-BASE = {
+BASE: dict[str, Any] = {
     "model": "gpt-4o",
     "messages": [
         {"role": "system", "content": "be brief"},
@@ -272,6 +298,24 @@ def test_a_plain_body_is_answered_and_sized_as_parsed() -> None:
     got = fast(BASE_RAW)
     assert got is not None
     assert got.conversation.messages[4].breadcrumb  # the breadcrumb found from bytes too
+
+
+@needs_scan
+def test_kept_items_go_out_as_they_came_unless_changed() -> None:
+    messages = BASE["messages"]
+    body = {**BASE, "messages": [*messages[:3], {**messages[3], "content": "x" * 200}]}
+    # spaces and escapes that orjson would not write: kept as they are
+    raw = json.dumps(body, ensure_ascii=True).encode()
+    got = fast(raw)
+    assert got is not None
+    kept = plan(got.conversation, Policy(budget=10**6, breadcrumb_tokens=8, hoist=True))
+    sent_raw = orjson.dumps(CODEC.encode(got, kept, breadcrumb=CRUMB))
+    for item in body["messages"]:
+        assert json.dumps(item, ensure_ascii=True).encode() in sent_raw
+    capped = plan(got.conversation, Policy(budget=10**6, max_tool_result_chars=50))
+    sent = orjson.loads(orjson.dumps(CODEC.encode(got, capped, breadcrumb=CRUMB)))
+    assert sent["messages"][:3] == body["messages"][:3]
+    assert sent["messages"][3]["content"].startswith("x" * 33 + "\n\n[... 150 characters")
 
 
 @needs_scan
@@ -352,6 +396,57 @@ def test_long_texts_of_every_length_are_sized(size: int) -> None:
     for text in ("a" * size, "é" * (size // 2) + "a", "a" * size + "\n"):
         raw = orjson.dumps({"messages": [{"role": "user", "content": text}]})
         assert assert_same(raw)
+
+
+@pytest.fixture(scope="module")
+def portable_scan(tmp_path_factory: pytest.TempPathFactory) -> Callable[[bytes], Any]:
+    """_chatscan built with its portable 8-byte loop (-DTRIMGATE_SWAR), as a machine
+    without SSE2 (ARM) builds it; the installed one uses SSE2 on x86-64."""
+    compiler = shutil.which(sysconfig.get_config_var("CC").split()[0]) or shutil.which("cc")
+    if _scan is None or compiler is None:
+        pytest.skip("no compiled _chatscan to compare with, or no C compiler")
+    source = Path(__file__).parents[2] / "trimgate" / "providers" / "_chatscan.c"
+    out = tmp_path_factory.mktemp("swar") / ("_chatscan" + sysconfig.get_config_var("EXT_SUFFIX"))
+    include = sysconfig.get_paths()["include"]
+    flags = ["-shared", "-fPIC", "-O2", "-DTRIMGATE_SWAR", f"-I{include}"]
+    subprocess.run(
+        [compiler, *flags, str(source), "-o", str(out)],
+        check=True,
+        timeout=120,
+    )
+    loader = importlib.machinery.ExtensionFileLoader("_chatscan", str(out))
+    spec = importlib.util.spec_from_loader("_chatscan", loader)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    scan: Callable[[bytes], Any] = module.scan
+    return scan
+
+
+ODD = [b"\x00", b"\x1f", b" ", b"\x7f", b'"', b"\\", b"\x80", b"\xc3\xa9", b"\xff", b"\\n"]
+
+
+def inside_a_text(size: int, at: int, odd: bytes) -> bytes:
+    """A body whose one text has ``odd`` (which may make it invalid) at byte ``at``."""
+    text = bytes(ord("a") + i % 26 for i in range(size))
+    at = min(at, size)
+    return b'{"messages":[{"role":"user","content":"' + text[:at] + odd + text[at:] + b'"}]}'
+
+
+@SETTINGS
+@given(
+    st.one_of(
+        bodies(),
+        bodies(common_message, common_top),
+        bodies(common_message, common_top).flatmap(mutations),
+        st.builds(inside_a_text, st.integers(0, 100), st.integers(0, 100), st.sampled_from(ODD)),
+    )
+)
+def test_the_portable_build_answers_as_the_vector_one(
+    portable_scan: Callable[[bytes], Any], raw: bytes
+) -> None:
+    assert _scan is not None
+    assert portable_scan(raw) == _scan(raw)
 
 
 def test_raw_items_parse_each_item_from_its_span() -> None:

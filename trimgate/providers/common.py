@@ -15,8 +15,10 @@ __all__ = ["RawItems", "json_bytes", "rebuild", "utf8_len"]
 
 class RawItems:
     """A history array left as bytes: ``rows[i]`` starts with item i's (start, end) in
-    ``raw``, and ``self[i]`` parses that item. A codec that sized the items from the
-    bytes puts this in ``Decoded.body`` so that ``rebuild`` parses only the kept ones."""
+    ``raw``, ``self[i]`` parses that item and ``fragment(i)`` is its bytes as they came.
+    A codec that sized (and validated) the items from the bytes puts this in
+    ``Decoded.body``: ``rebuild`` then copies the kept items' bytes into the new body and
+    parses only those it must change."""
 
     __slots__ = ("raw", "rows")
 
@@ -30,6 +32,10 @@ class RawItems:
     def __getitem__(self, index: int) -> Any:
         row = self.rows[index]
         return orjson.loads(memoryview(self.raw)[row[0] : row[1]])
+
+    def fragment(self, index: int) -> orjson.Fragment:
+        row = self.rows[index]
+        return orjson.Fragment(self.raw[row[0] : row[1]])
 
 
 def json_bytes(value: Any) -> int:
@@ -53,25 +59,31 @@ def rebuild(
 ) -> list[Any]:
     """The wire array for ``plan``, built from the original ``items``.
 
-    Items the plan does not touch are the original objects. ``cap`` replaces an
-    item's tool-result texts (None keeps one) and returns a copy; ``strip``
-    returns a copy without the given tool-call ids (it is also told the item's
-    wire index, for codecs that keep per-item facts); ``merge`` returns a copy of
-    a user item with the breadcrumb text in front. None of them mutates.
+    Items the plan does not touch are the original objects (from ``RawItems``: their
+    original bytes, as ``orjson.Fragment``). ``cap`` replaces an item's tool-result
+    texts (None keeps one) and returns a copy; ``strip`` returns a copy without the
+    given tool-call ids (it is also told the item's wire index, for codecs that keep
+    per-item facts); ``merge`` returns a copy of a user item with the breadcrumb text in
+    front. None of them mutates.
     """
+    raw = items if isinstance(items, RawItems) else None
     out: list[Any] = []
     for pos, message in enumerate(plan.kept):
-        item = items[message.index]
-        texts = plan.capped.get(message.index)
+        index = message.index
+        texts = plan.capped.get(index)
+        ids = plan.strip.get(index)
+        merging = pos == plan.breadcrumb_at and plan.placement == "merge"
+        if pos == plan.breadcrumb_at and not merging:
+            out.append(breadcrumb_item())
+        if raw is not None and texts is None and not ids and not merging:
+            out.append(raw.fragment(index))
+            continue
+        item = items[index]
         if texts is not None:  # before strip: texts follow the decoded order
             item = cap(item, texts)
-        ids = plan.strip.get(message.index)
         if ids:
-            item = strip(item, ids, message.index)
-        if pos == plan.breadcrumb_at:
-            if plan.placement == "merge":
-                item = merge(item)
-            else:
-                out.append(breadcrumb_item())
+            item = strip(item, ids, index)
+        if merging:
+            item = merge(item)
         out.append(item)
     return out

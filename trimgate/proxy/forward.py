@@ -258,7 +258,11 @@ class Proxy:
             redone = None
             if data is None:
                 redone = codec.decode_raw(raw, path=path, options=options, tool_texts=caps)
-            decoded = redone or codec.decode(data, path=path, options=options)
+            if redone is None:  # (decode_raw answers by the bytes alone: parsed before)
+                redone = codec.decode(
+                    orjson.loads(raw) if data is None else data, path=path, options=options
+                )
+            decoded = redone
         window = entry.context_window if entry else tc.max_context_tokens
         ratio = self.calibration.get(label, Calibration()).planning_ratio if tc.calibrate else 1.0
         policy = make_policy(
