@@ -748,3 +748,20 @@ def test_property_trim_round_trip(body: dict[str, Any], data: st.DataObject) -> 
 
 def messages_start_with_user(body: dict[str, Any]) -> bool:
     return bool(body["messages"]) and body["messages"][0]["role"] == "user"
+
+
+@pytest.mark.parametrize("odd", [[], {}, [1]], ids=["list", "object", "list-of-one"])
+def test_a_block_type_of_any_json_value_is_sized_not_raised(odd: Any) -> None:
+    # A list or an object where a string belongs: sized as an unknown block, never a
+    # TypeError (a set lookup of a list raises one), and kept by the strip
+    block = {"type": odd, "text": "x"}
+    body: dict[str, Any] = {
+        "messages": [
+            {"role": "user", "content": "q"},
+            {"role": "assistant", "content": [block, {"type": "tool_use", "id": "t1"}]},
+        ]
+    }
+    decoded = CODEC.decode(body, path=PATH, options=OPTIONS)
+    message = decoded.conversation.messages[1]
+    assert message.text_bytes == len(orjson.dumps(block)) + len(orjson.dumps(None))
+    assert _strip(body["messages"][1], frozenset({"t1"}))["content"] == [block]

@@ -65,6 +65,9 @@ def assert_same(raw: bytes, *, tool_texts: bool = True, budgets: tuple[int, ...]
         return False
     want = parsed(raw, tool_texts)
     assert want is not None, "decode_raw accepted a body that the parsed decode refuses"
+    if not tool_texts:  # items decode_raw parsed may carry them all the same
+        for m in got.conversation.messages:
+            m.tool_texts = ()
     assert got.conversation.messages == want.conversation.messages
     assert got.conversation.overhead == want.conversation.overhead
     assert got.conversation.pending_calls_ok == want.conversation.pending_calls_ok
@@ -324,25 +327,66 @@ def test_kept_items_go_out_as_they_came_unless_changed() -> None:
     [
         # a key with an escape may spell one the codec reads
         BASE_RAW.replace(b'"content":"hi"', b'"con\\u0074ent":"hi"'),
-        BASE_RAW.replace(b'"model"', b'"m\\u006fdel"'),
         BASE_RAW.replace(b'"id":"c1"', b'"i\\u0064":"c1"'),
         # a repeated key the codec reads: orjson keeps the last
         BASE_RAW.replace(b'"content":"hi"', b'"content":"hi","content":"ho"'),
         BASE_RAW.replace(b'"role":"user"', b'"role":"user","role":"tool"', 1),
         BASE_RAW.replace(b'"name":"f"', b'"name":"f","name":"gg"'),
         BASE_RAW.replace(b'"id":"c1"', b'"id":"c1","id":"c2"'),
-        BASE_RAW[:-1] + b',"messages":[]}',
         # shapes sized by the parsed decode
         BASE_RAW.replace(b'"content":"hi"', b'"content":[{"type":"text","text":"hi"}]'),
+        BASE_RAW.replace(
+            b'"content":"hi"', b'"content":[{"type":"text","text":"%s"}]' % CRUMB.encode()
+        ),
+        BASE_RAW.replace(b'"content":"hi"', b'"content":[{"type":"image_url","image_url":{}}]'),
         BASE_RAW.replace(b'"content":"be brief"', b'"content":7'),
-        BASE_RAW.replace(b'"role":"system"', b'"role":"function"'),
         BASE_RAW.replace(b'"role":"system"', b'"role":"sys\\u0074em"'),
         BASE_RAW.replace(b'"content":null', b'"content":null,"audio":{"id":"a"}'),
         BASE_RAW.replace(b'"content":null', b'"content":null,"refusal":false'),
         BASE_RAW.replace(b'"arguments":"{}"', b'"input":"{}"'),
         BASE_RAW.replace(b'"id":"c1"', b'"id":"c\\u0031"'),
-        BASE_RAW.replace(b'"tool_call_id":"c1"', b'"tool_call_id":1'),
         BASE_RAW.replace(b'"function":{', b'"custom":{'),
+        BASE_RAW.replace(b'"content":"result', b'"content":[{"type":"text","text":"r"}],"x":"'),
+    ],
+)
+def test_a_message_of_another_shape_is_parsed_alone(raw: bytes) -> None:
+    assert assert_same(raw, budgets=(1, 10**6))
+    assert _scan is not None
+    found = _scan(raw)
+    assert found is not None
+    roles = [row[2] for row in found[2]]
+    assert roles.count(4) == 1 and len(roles) == len(BASE["messages"])  # 4: parse this one
+
+
+@needs_scan
+@pytest.mark.parametrize(
+    ("before", "listed", "after", "answered"),
+    [(22, 8, 30, True), (20, 10, 30, True), (19, 11, 0, False), (0, 30, 0, False)],
+)
+def test_a_body_of_many_other_shapes_is_parsed_whole(
+    before: int, listed: int, after: int, answered: bool
+) -> None:
+    # more than 8 items to parse, and more than a third of those read so far: cheaper
+    # parsed whole (counted as the scan goes, so a body of them is given up early)
+    one = {"role": "user", "content": "text"}
+    other = {"role": "user", "content": [{"type": "text", "text": "text"}]}
+    raw = orjson.dumps({"messages": [one] * before + [other] * listed + [one] * after})
+    assert assert_same(raw, budgets=(1, 10**6)) is answered
+
+
+@needs_scan
+@pytest.mark.parametrize(
+    "raw",
+    [
+        # a key with an escape at the top level may spell one the codec reads
+        BASE_RAW.replace(b'"model"', b'"m\\u006fdel"'),
+        BASE_RAW[:-1] + b',"messages":[]}',
+        # legacy function calls pair across messages
+        BASE_RAW.replace(b'"role":"system"', b'"role":"function"'),
+        BASE_RAW.replace(b'"content":null', b'"content":null,"function_call":{"name":"f"}'),
+        # a message the decode refuses: the parse says why
+        BASE_RAW.replace(b'"tool_call_id":"c1"', b'"tool_call_id":1'),
+        BASE_RAW.replace(b'"role":"system"', b'"role":"other"'),
         b'{"messages":"no"}',
         b'{"messages":[1]}',
         b'[{"messages":[]}]',

@@ -737,3 +737,14 @@ def test_property_trim_round_trip(body: Body, data: st.DataObject) -> None:
     assert not replanned.report.trimmed
     assert replanned.report.orphans_removed == 0
     assert not replanned.changed
+
+
+@pytest.mark.parametrize("odd", [[], {}, [1]], ids=["list", "object", "list-of-one"])
+def test_a_role_or_part_type_of_any_json_value_is_refused_or_sized(odd: Any) -> None:
+    # A list or an object where a string belongs: refused or sized, never a TypeError (a
+    # set lookup of a list raises one)
+    with pytest.raises(DecodeError):
+        decode({"messages": [{"role": odd, "content": "x"}]})
+    part = {"type": odd, "text": "x"}
+    decoded = decode({"messages": [{"role": "user", "content": [part]}]})
+    assert decoded.conversation.messages[0].text_bytes == len(orjson.dumps(part))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import gzip
+import json
 from pathlib import Path
 from typing import Any
 
@@ -151,6 +152,30 @@ async def test_preemptive_trim_openai(make_stack: MakeStack) -> None:
     assert event["agent_alias"] == "coder" and event["session_id"] == "s-1"
     assert event["model"] == "small-1" and event["request_id"] == h["x-trimgate-request-id"]
     assert event["dropped_turns"] == int(h["x-trimgate-dropped-turns"])
+
+
+@pytest.mark.parametrize("reactive", [False, True], ids=["preemptive", "reactive"])
+async def test_kept_openai_messages_reach_the_provider_as_the_client_wrote_them(
+    make_stack: MakeStack, reactive: bool
+) -> None:
+    fake = FakeProvider().then(openai_overflow(150_000, 128_000)) if reactive else None
+    stack = await make_stack(fake)
+    chat = openai_chat(8, model="gpt-4o" if reactive else "small-1")
+    # spaces, \u escapes and a 100-bit integer: a parse and re-encode would change each
+    items = [
+        json.dumps({**m, "note": "café"}, ensure_ascii=True)[:-1] + ', "n": ' + str(2**100) + "}"
+        for m in chat["messages"]
+    ]
+    raw = '{"model": "' + chat["model"] + '", "messages": [ ' + " ,\n".join(items) + " ]}"
+    resp = await stack.client.post("/v1/chat/completions", data=raw.encode())
+    assert resp.status == 200
+    assert resp.headers["x-trimgate-trimmed"] == "true"
+    assert resp.headers["x-trimgate-reason"] == ("reactive" if reactive else "preemptive")
+    sent = stack.fake.requests[-1].body
+    kept = orjson.loads(sent)["messages"]
+    assert 2 < len(kept) < len(items)
+    assert sum(item.encode() in sent for item in items) == len(kept) - 1  # and the breadcrumb
+    assert items[-1].encode() in sent
 
 
 @pytest.mark.parametrize(
@@ -554,6 +579,32 @@ async def test_streamed_answer_is_relayed_as_it_arrives(make_stack: MakeStack) -
     assert t_first < 0.4 < 1.0 < t_all
     assert rest.endswith(b"data: [DONE]\n\n")
     assert resp.headers["x-trimgate-trimmed"] == "false"
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/v1/chat/completions", openai_chat(1, model="gpt-4o", stream=True)),
+        ("/v1/responses", {**responses_input(1), "stream": True}),
+        ("/v1/messages", {**anthropic_messages(1), "stream": True}),
+    ],
+    ids=["openai", "responses", "anthropic"],
+)
+async def test_a_stream_whose_events_have_odd_types_is_relayed_whole(
+    make_stack: MakeStack, path: str, body: dict[str, Any]
+) -> None:
+    # "type" as a list or an object: valid JSON no provider sends, but a relay must not
+    # trip over it (a set lookup of a list raises), neither at the stream's head nor when
+    # reading usage from its events.
+    odd = [
+        {"type": [], "input_tokens": 1, "response.x": 1, "prompt_tokens": 1},
+        {"type": {"a": 1}, "usage": {"input_tokens": 2, "prompt_tokens": 2}},
+    ]
+    frames = [*sse_data(*odd), *sse_data(*odd, event="response.completed"), b"data: [DONE]\n\n"]
+    stack = await make_stack(FakeProvider().then(Reply(events=frames)))
+    resp = await stack.client.post(path, json=body)
+    assert resp.status == 200
+    assert await resp.read() == b"".join(frames)
 
 
 async def test_client_disconnect_cancels_upstream(make_stack: MakeStack) -> None:

@@ -55,8 +55,9 @@ from trimgate.trimming.pipeline import TrimPlan
 
 __all__ = ["CODEC", "AnthropicCodec"]
 
-_MEDIA = frozenset({"image", "document"})
-_THINKING = frozenset({"thinking", "redacted_thinking"})
+# Tuples, not sets: a block's "type" may be any JSON value, and a list is unhashable.
+_MEDIA = ("image", "document")
+_THINKING = ("thinking", "redacted_thinking")
 _STRIPPED_PLACEHOLDER = {
     "user": "[tool result removed]",
     "assistant": "[tool call removed]",

@@ -56,11 +56,14 @@ except ImportError:  # not built: a pure-Python install parses every body
     _scan = None
 
 # _chatscan's row values
-_USER, _ASSISTANT, _TOOL = 0, 1, 2  # 3: system / developer
+_USER, _ASSISTANT, _TOOL, _PARSE = 0, 1, 2, 4  # 3: system / developer
 _HAS_CONTENT, _STRING_CONTENT = 1, 2
+_PLACEHOLDER = text_message(-1, Role.USER, 0, 0)  # where an item of another shape goes
 
-_MEDIA_PARTS = frozenset({"image_url", "input_audio", "file"})
-_SYSTEM_ROLES = frozenset({"system", "developer"})
+# Tuples, not sets: a part's "type" or a message's "role" may be any JSON value, and a
+# list is unhashable.
+_MEDIA_PARTS = ("image_url", "input_audio", "file")
+_SYSTEM_ROLES = ("system", "developer")
 _FN_PREFIX = "fn:"
 _MISSING: Any = object()  # a dict.get default no JSON value can be
 
@@ -318,12 +321,14 @@ class OpenAIChatCodec(CodecBase):
     def decode_raw(
         self, raw: bytes, *, path: str, options: DecodeOptions, tool_texts: bool
     ) -> Decoded | None:
-        """``decode(orjson.loads(raw))`` without building the parsed history, for the
-        common shapes (``trimgate/providers/_chatscan.c``); None: parse and ``decode``.
+        """``decode(orjson.loads(raw))`` without building the parsed history
+        (``trimgate/providers/_chatscan.c``): the common shapes are sized from the bytes,
+        an item of another shape is parsed and decoded alone. None: parse the body and
+        ``decode`` it (not valid JSON, legacy function calls, a top-level oddity).
 
-        The body's ``messages`` is a ``RawItems``: an item is parsed from its bytes when
-        ``encode`` asks for it, so only kept items are ever parsed. ``tool_texts``: fill
-        the tool results' texts (capping needs them; parsing them costs time).
+        The body's ``messages`` is a ``RawItems``: ``encode`` sends the kept items' bytes
+        and parses only those it changes. ``tool_texts``: fill the tool results' texts
+        (capping needs them; parsing them costs time).
         """
         found = _scan(raw) if _scan is not None else None
         if found is None:
@@ -341,6 +346,7 @@ class OpenAIChatCodec(CodecBase):
         framing = MESSAGE_FRAMING_TOKENS
         messages: list[Message] = []
         append = messages.append
+        odd: list[int] = []  # the items of other shapes
         for index, (_, _, role, nbytes, flags, ids) in enumerate(rows):
             tokens = (nbytes + 3) // 4 + framing
             if role == _USER:
@@ -364,8 +370,26 @@ class OpenAIChatCodec(CodecBase):
                     append(result_message(index, tokens, nbytes, (), texts, 0, True))
                 else:
                     append(result_message(index, tokens, nbytes, ids, texts))
+            elif role == _PARSE:  # a shape the scanner leaves to decode: below
+                odd.append(index)
+                append(_PLACEHOLDER)
             else:
                 append(text_message(index, Role.SYSTEM, tokens, nbytes))
+        if odd:  # parsed, and decoded in one go
+            parsed = [items[index] for index in odd]
+            for item in parsed:
+                wire_role = item.get("role")
+                if wire_role == "function" or (
+                    wire_role == "assistant" and item.get("function_call") is not None
+                ):
+                    return None  # legacy function calls pair across items: parse them all
+            try:
+                alone = self.decode({"messages": parsed}, path=path, options=options)
+            except DecodeError:
+                return None  # the parse of the whole body says why
+            for index, message in zip(odd, alone.conversation.messages, strict=True):
+                message.index = index  # made just now, seen by nobody else
+                messages[index] = message
         body["messages"] = items
         return self._decoded(body, messages)
 

@@ -418,7 +418,8 @@ class OpenAIResponsesCodec(CodecBase):
         return _input_tokens(response.get("usage"))
 
 
-_USAGE_EVENTS: Final = frozenset({"response.completed", "response.incomplete"})
+# A tuple, not a set: an event's "type" may be any JSON value, and a list is unhashable.
+_USAGE_EVENTS: Final = ("response.completed", "response.incomplete")
 
 
 def _input_tokens(usage: Any) -> int | None:

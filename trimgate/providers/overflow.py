@@ -509,9 +509,8 @@ def detect_overflow(status: int, body: bytes, *, wire_format: str) -> Overflow |
 
 
 # SSE events that precede the first output without carrying any (skipped, not decisive).
-_LIFECYCLE_TYPES: Final = frozenset(
-    {"response.created", "response.in_progress", "response.queued", "ping"}
-)
+# A tuple, not a set: an event's "type" may be any JSON value, and a list is unhashable.
+_LIFECYCLE_TYPES: Final = ("response.created", "response.in_progress", "response.queued", "ping")
 _MAX_EVENTS: Final = 8
 
 
