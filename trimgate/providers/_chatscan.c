@@ -413,23 +413,25 @@ skip_member(Scan *s, const Field *key, int depth, void *state)
     return value(s, depth + 1, NULL);
 }
 
+/* An array's elements, from its opening bracket: each is passed to element(), which
+ * starts at the element (after any whitespace) and must consume it. */
+typedef int (*Element)(Scan *s, int depth, void *state);
+
 static int
-skip_value(Scan *s, int depth)
+elements(Scan *s, int depth, Element element, void *state)
 {
     if (depth > MAX_DEPTH) {
         return NO;
     }
-    if (*s->p == '{') {
-        return members(s, depth, skip_member, NULL);
-    }
-    s->p++;  /* '[' */
+    s->p++;  /* the bracket */
     skip_ws(s);
     if (s->p < s->end && *s->p == ']') {
         s->p++;
         return OK;
     }
     for (;;) {
-        if (value(s, depth + 1, NULL) != OK) {
+        skip_ws(s);
+        if (element(s, depth, state) != OK) {
             return NO;
         }
         skip_ws(s);
@@ -445,6 +447,22 @@ skip_value(Scan *s, int depth)
         }
         s->p++;
     }
+}
+
+static int
+skip_element(Scan *s, int depth, void *state)
+{
+    (void)state;
+    return value(s, depth + 1, NULL);
+}
+
+static int
+skip_value(Scan *s, int depth)
+{
+    if (*s->p == '{') {
+        return members(s, depth, skip_member, NULL);
+    }
+    return elements(s, depth, skip_element, NULL);
 }
 
 static inline int
@@ -552,46 +570,21 @@ add_call(Scan *s, const CallState *call)
     return OK;
 }
 
-/* The tool_calls array, at its opening bracket. */
+/* One element of the tool_calls array. */
 static int
-scan_calls(Scan *s, int depth)
+call_element(Scan *s, int depth, void *state)
 {
-    if (depth > MAX_DEPTH) {
-        return NO;
-    }
-    s->p++;
-    skip_ws(s);
-    if (s->p < s->end && *s->p == ']') {
-        s->p++;
-        return OK;
-    }
-    for (;;) {
-        skip_ws(s);
-        if (s->p < s->end && *s->p == '{') {
-            CallState call;
-            memset(&call, 0, sizeof(call));
-            if (members(s, depth + 1, call_member, &call) != OK || add_call(s, &call) != OK) {
-                return NO;
-            }
-        } else {
-            s->calls_bad = 1;  /* a call that is not an object */
-            if (value(s, depth + 1, NULL) != OK) {
-                return NO;
-            }
-        }
-        skip_ws(s);
-        if (s->p >= s->end) {
+    (void)state;
+    if (s->p < s->end && *s->p == '{') {
+        CallState call;
+        memset(&call, 0, sizeof(call));
+        if (members(s, depth + 1, call_member, &call) != OK) {
             return NO;
         }
-        if (*s->p == ']') {
-            s->p++;
-            return OK;
-        }
-        if (*s->p != ',') {
-            return NO;
-        }
-        s->p++;
+        return add_call(s, &call);
     }
+    s->calls_bad = 1;  /* a call that is not an object */
+    return value(s, depth + 1, NULL);
 }
 
 /* -- one message ------------------------------------------------------------------- */
@@ -631,8 +624,8 @@ message_member(Scan *s, const Field *key, int depth, void *state)
                 s->ncalls = 0;
                 s->call_bytes = 0;
                 s->calls_bad = 0;
-                m->f[i].kind = V_OBJECT;  /* a list, read by scan_calls */
-                return scan_calls(s, depth + 1);
+                m->f[i].kind = V_OBJECT;  /* a list, read by call_element */
+                return elements(s, depth + 1, call_element, NULL);
             }
         }
         return value(s, depth + 1, &m->f[i]);
@@ -797,53 +790,29 @@ scan_message(Scan *s, int depth)
     return row_of(start, end, role, nbytes, flags, ids);
 }
 
-/* The messages array, at its opening bracket: a list of rows, or NULL. */
-static PyObject *
-scan_messages(Scan *s)
+/* One element of the messages array, its row appended to rows (a list). */
+static int
+message_element(Scan *s, int depth, void *state)
 {
-    PyObject *rows = PyList_New(0);
-    if (rows == NULL) {
-        return NULL;
+    PyObject *rows = (PyObject *)state;
+    if (s->p >= s->end || *s->p != '{') {
+        return NO;  /* a message that is not an object: the codec refuses it */
     }
-    s->p++;
-    skip_ws(s);
-    if (s->p < s->end && *s->p == ']') {
-        s->p++;
-        return rows;
+    PyObject *row = scan_message(s, depth + 1);
+    if (row == NULL) {
+        return NO;
     }
-    for (;;) {
-        skip_ws(s);
-        if (s->p >= s->end || *s->p != '{') {
-            goto fail;  /* a message that is not an object: the codec refuses it */
-        }
-        PyObject *row = scan_message(s, 2);
-        if (row == NULL || PyList_Append(rows, row) != 0) {
-            Py_XDECREF(row);
-            goto fail;
-        }
-        Py_DECREF(row);
-        /* Parsing many items one by one costs more than parsing the body whole (and a
-         * third of them, more than the scan saves): then the codec parses it whole. */
-        Py_ssize_t nrows = PyList_GET_SIZE(rows);
-        if (s->nparse > 8 && s->nparse * 3 > nrows) {
-            goto fail;
-        }
-        skip_ws(s);
-        if (s->p >= s->end) {
-            goto fail;
-        }
-        if (*s->p == ']') {
-            s->p++;
-            return rows;
-        }
-        if (*s->p != ',') {
-            goto fail;
-        }
-        s->p++;
+    int failed = PyList_Append(rows, row);
+    Py_DECREF(row);
+    if (failed) {
+        return NO;
     }
-fail:
-    Py_DECREF(rows);
-    return NULL;
+    /* Parsing many items one by one costs more than parsing the body whole (and a
+     * third of them, more than the scan saves): then the codec parses it whole. */
+    if (s->nparse > 8 && s->nparse * 3 > PyList_GET_SIZE(rows)) {
+        return NO;
+    }
+    return OK;
 }
 
 typedef struct {
@@ -866,9 +835,9 @@ top_member(Scan *s, const Field *key, int depth, void *state)
         return NO;  /* a second "messages", or one that is not a list */
     }
     top->start = s->p - s->base;
-    top->rows = scan_messages(s);
-    if (top->rows == NULL) {
-        return NO;
+    top->rows = PyList_New(0);
+    if (top->rows == NULL || elements(s, depth + 1, message_element, top->rows) != OK) {
+        return NO;  /* scan() frees the rows */
     }
     top->end = s->p - s->base;
     return OK;
