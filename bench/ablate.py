@@ -61,15 +61,13 @@ def patch(variant: str) -> None:
         self: forward.Proxy, request: Any, route: Route, body: bytes
     ) -> tuple[forward.Chat | None, str | None]:
         if route.wire_format is not None and variant != "shell":
-            codec = CODECS[route.wire_format]
             if variant == "examine":
                 real(self, request, route, body)
             elif variant == "parse":
                 orjson.loads(body)
-            elif not codec.decode_raw(  # decode: as _examine does, from the bytes if it can
-                body, path=route.path, options=self._options, tool_texts=False
-            ):
-                codec.decode(orjson.loads(body), path=route.path, options=self._options)
+            else:  # decode, as _examine does: from the bytes where the codec can
+                codec = CODECS[route.wire_format]
+                forward.decode_chat(codec, body, route.path, self._options, False)
         return None, None
 
     def no_record(*args: Any) -> None:

@@ -80,8 +80,10 @@ def assert_same(raw: bytes, *, tool_texts: bool = True, budgets: tuple[int, ...]
     )
     assert isinstance(got.body["messages"], RawItems)
     assert list(got.body) == list(want.body)
-    # Kept items go out as the bytes they came as: the same JSON as the parsed encode,
-    # and the same bytes where the body is already what orjson writes.
+    # Kept items go out as the bytes they came as: the same JSON as the parsed encode
+    # (but for integers beyond 64 bits, which orjson reads as floats: kept exact, and
+    # equal once both are read by orjson), and the same bytes where the body is already
+    # what orjson writes.
     canonical = orjson.dumps(orjson.loads(raw)) == raw
     for budget in budgets:
         for policy in policies(budget, tool_texts):
@@ -361,17 +363,44 @@ def test_a_message_of_another_shape_is_parsed_alone(raw: bytes) -> None:
 @needs_scan
 @pytest.mark.parametrize(
     ("before", "listed", "after", "answered"),
-    [(22, 8, 30, True), (20, 10, 30, True), (19, 11, 0, False), (0, 30, 0, False)],
+    [
+        (22, 8, 30, True),
+        (0, 9, 100, True),  # a few at the start do not decide
+        (0, 20, 0, True),  # a small body: parsed item by item
+        (21, 11, 0, False),
+        (0, 32, 0, False),
+    ],
 )
 def test_a_body_of_many_other_shapes_is_parsed_whole(
     before: int, listed: int, after: int, answered: bool
 ) -> None:
-    # more than 8 items to parse, and more than a third of those read so far: cheaper
+    # from the 32nd message on, more than a third of those read so far to parse: cheaper
     # parsed whole (counted as the scan goes, so a body of them is given up early)
     one = {"role": "user", "content": "text"}
     other = {"role": "user", "content": [{"type": "text", "text": "text"}]}
     raw = orjson.dumps({"messages": [one] * before + [other] * listed + [one] * after})
     assert assert_same(raw, budgets=(1, 10**6)) is answered
+
+
+@needs_scan
+@pytest.mark.parametrize(
+    "twice",
+    [
+        b'"content":"%s","content":"short"' % (b"x" * 4000),
+        b'"content":"%s","con\\u0074ent":"short"' % (b"x" * 4000),
+    ],
+    ids=["repeated", "escaped"],
+)
+def test_a_message_that_gives_a_key_twice_goes_out_with_it_once(twice: bytes) -> None:
+    # trimgate reads the last value, as orjson does; a provider's parser might read the
+    # first: the kept message goes out re-encoded, with the value trimgate sized
+    raw = b'{"messages":[{"role":"user","content":"a"},{"role":"user",%s}]}' % twice
+    assert assert_same(raw, budgets=(1, 10**6))
+    got = fast(raw)
+    assert got is not None and got.conversation.messages[1].text_bytes == len("short")
+    kept = plan(got.conversation, Policy(budget=10**6))
+    sent = orjson.dumps(CODEC.encode(got, kept, breadcrumb=CRUMB))
+    assert sent == b'{"messages":[{"role":"user","content":"a"},{"role":"user","content":"short"}]}'
 
 
 @needs_scan

@@ -19,9 +19,9 @@
  * (legacy "function" included); legacy function calls, audio, tool calls without a
  * "function" object or with non-string arguments or names, ids with escapes.
  *
- * It returns None (the codec parses the whole body) when more than a third of the messages
- * read so far (and more than 8) would have to be parsed, counted as it goes so that a
- * body of such messages is given up early: parsing them one by one costs more than the
+ * It returns None (the codec parses the whole body) when, from the 32nd message on, more
+ * than a third of the messages read so far would have to be parsed (counted as it goes, so
+ * that a body of such messages is given up early): parsing them one by one costs more than the
  * scan saves (bench: every message a content list, 9.4 ms against 6.1 for the whole
  * parse and decode of 2 MB). And it returns None for any input that is not valid
  * JSON, or that orjson might read differently: invalid UTF-8, lone surrogate escapes,
@@ -41,7 +41,11 @@
 
 /* ROLE_PARSE: a valid message of a shape sized by the codec's decode, which parses it */
 enum { ROLE_USER = 0, ROLE_ASSISTANT = 1, ROLE_TOOL = 2, ROLE_SYSTEM = 3, ROLE_PARSE = 4 };
-enum { HAS_CONTENT = 1, STRING_CONTENT = 2 };
+/* REENCODE: a key the codec reads may be given twice in the message (repeated, or one
+ * spelled with escapes); trimgate reads the last value (as orjson does), and a provider's
+ * parser might read the first, so the message goes upstream re-encoded from its parsed
+ * form (one key each), not as its bytes. */
+enum { HAS_CONTENT = 1, STRING_CONTENT = 2, REENCODE = 4 };
 
 /* What a message's field held: absent, null, a string (its UTF-8 length), or another
  * value (a list, an object, a number, a boolean). */
@@ -65,6 +69,7 @@ typedef struct {
     Py_ssize_t ncalls, cap;
     Py_ssize_t call_bytes;  /* names and arguments of the current message's calls */
     int calls_bad;          /* a call of a shape left to the parsed decode */
+    int reencode;           /* the current message may give a key the codec reads twice */
     Py_ssize_t nparse;      /* ROLE_PARSE rows so far */
 } Scan;
 
@@ -485,6 +490,7 @@ function_member(Scan *s, const Field *key, int depth, void *state)
     Field *slot = NULL;
     if (key->escaped) {
         s->calls_bad = 1;  /* it may spell "name" or "arguments" */
+        s->reencode = 1;
     }
     if (key_is(s, key, "name")) {
         slot = &fn->name;
@@ -496,6 +502,7 @@ function_member(Scan *s, const Field *key, int depth, void *state)
     }
     if (slot->kind != V_ABSENT) {
         s->calls_bad = 1;  /* a repeated key: orjson keeps the last */
+        s->reencode = 1;
     }
     return value(s, depth + 1, slot);
 }
@@ -512,16 +519,19 @@ call_member(Scan *s, const Field *key, int depth, void *state)
     CallState *call = (CallState *)state;
     if (key->escaped) {
         s->calls_bad = 1;  /* it may spell "id" or "function" */
+        s->reencode = 1;
     }
     if (key_is(s, key, "id")) {
         if (call->id.kind != V_ABSENT) {
             s->calls_bad = 1;
+            s->reencode = 1;
         }
         return value(s, depth + 1, &call->id);
     }
     if (key_is(s, key, "function")) {
         if (call->function != V_ABSENT) {
             s->calls_bad = 1;
+            s->reencode = 1;
         }
         skip_ws(s);
         if (s->p < s->end && *s->p == '{') {
@@ -609,6 +619,7 @@ message_member(Scan *s, const Field *key, int depth, void *state)
     MessageState *m = (MessageState *)state;
     if (key->escaped) {
         m->odd = 1;  /* it may spell a key the codec reads */
+        s->reencode = 1;
         return value(s, depth + 1, NULL);
     }
     for (int i = 0; i < F_COUNT; i++) {
@@ -617,6 +628,7 @@ message_member(Scan *s, const Field *key, int depth, void *state)
         }
         if (m->f[i].kind != V_ABSENT) {
             m->odd = 1;  /* orjson keeps the last */
+            s->reencode = 1;
         }
         if (i == F_TOOL_CALLS) {
             skip_ws(s);
@@ -704,7 +716,7 @@ static PyObject *
 parse_row(Scan *s, Py_ssize_t start, Py_ssize_t end)
 {
     s->nparse++;
-    return row_of(start, end, ROLE_PARSE, 0, 0, Py_NewRef(Py_None));
+    return row_of(start, end, ROLE_PARSE, 0, s->reencode ? REENCODE : 0, Py_NewRef(Py_None));
 }
 
 /* Row: (start, end, role, text bytes, flags, ids), where a message of a shape not
@@ -719,12 +731,13 @@ scan_message(Scan *s, int depth)
     s->ncalls = 0;
     s->call_bytes = 0;
     s->calls_bad = 0;
+    s->reencode = 0;
     if (members(s, depth, message_member, &m) != OK) {
         return NULL;
     }
     /* From here on the message has been read whole and is valid: s->p is its end */
     Py_ssize_t end = s->p - s->base;
-    int role = m.odd ? NO : role_of(s, &m.f[F_ROLE]);
+    int role = m.odd || s->reencode ? NO : role_of(s, &m.f[F_ROLE]);
     if (role == NO) {
         return parse_row(s, start, end);
     }
@@ -808,8 +821,10 @@ message_element(Scan *s, int depth, void *state)
         return NO;
     }
     /* Parsing many items one by one costs more than parsing the body whole (and a
-     * third of them, more than the scan saves): then the codec parses it whole. */
-    if (s->nparse > 8 && s->nparse * 3 > PyList_GET_SIZE(rows)) {
+     * third of them, more than the scan saves): then the codec parses it whole. From
+     * the 32nd message on, so that a few at the start do not decide. */
+    Py_ssize_t nrows = PyList_GET_SIZE(rows);
+    if (nrows >= 32 && s->nparse * 3 > nrows) {
         return NO;
     }
     return OK;

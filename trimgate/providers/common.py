@@ -15,16 +15,23 @@ __all__ = ["RawItems", "json_bytes", "rebuild", "utf8_len"]
 
 class RawItems:
     """A history array left as bytes: ``rows[i]`` starts with item i's (start, end) in
-    ``raw``, ``self[i]`` parses that item and ``fragment(i)`` is its bytes as they came.
-    A codec that sized (and validated) the items from the bytes puts this in
-    ``Decoded.body``: ``rebuild`` then copies the kept items' bytes into the new body and
-    parses only those it must change."""
+    ``raw``, ``self[i]`` parses that item and ``unchanged(i)`` is what goes upstream for
+    it when the plan does not change it: its bytes as they came, or, for an item in
+    ``reencode``, the parsed item (see ``_chatscan.c``'s REENCODE). A codec that sized
+    (and validated) the items from the bytes puts this in ``Decoded.body``: ``rebuild``
+    then copies the kept items' bytes into the new body and parses only the others."""
 
-    __slots__ = ("raw", "rows")
+    __slots__ = ("raw", "reencode", "rows")
 
-    def __init__(self, raw: bytes, rows: Sequence[tuple[Any, ...]]) -> None:
+    def __init__(
+        self,
+        raw: bytes,
+        rows: Sequence[tuple[Any, ...]],
+        reencode: frozenset[int] = frozenset(),
+    ) -> None:
         self.raw = raw
         self.rows = rows
+        self.reencode = reencode
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -33,7 +40,9 @@ class RawItems:
         row = self.rows[index]
         return orjson.loads(memoryview(self.raw)[row[0] : row[1]])
 
-    def fragment(self, index: int) -> orjson.Fragment:
+    def unchanged(self, index: int) -> Any:
+        if index in self.reencode:
+            return self[index]
         row = self.rows[index]
         return orjson.Fragment(self.raw[row[0] : row[1]])
 
@@ -49,7 +58,7 @@ def json_bytes(value: Any) -> int:
 
 
 def rebuild(
-    items: Sequence[Any],
+    items: Sequence[Any] | RawItems,
     plan: TrimPlan,
     *,
     breadcrumb_item: Callable[[], Any],
@@ -59,12 +68,12 @@ def rebuild(
 ) -> list[Any]:
     """The wire array for ``plan``, built from the original ``items``.
 
-    Items the plan does not touch are the original objects (from ``RawItems``: their
-    original bytes, as ``orjson.Fragment``). ``cap`` replaces an item's tool-result
-    texts (None keeps one) and returns a copy; ``strip`` returns a copy without the
-    given tool-call ids (it is also told the item's wire index, for codecs that keep
-    per-item facts); ``merge`` returns a copy of a user item with the breadcrumb text in
-    front. None of them mutates.
+    Items the plan does not touch are the original objects (from ``RawItems``: what its
+    ``unchanged`` gives, mostly the original bytes as ``orjson.Fragment``). ``cap``
+    replaces an item's tool-result texts (None keeps one) and returns a copy; ``strip``
+    returns a copy without the given tool-call ids (it is also told the item's wire
+    index, for codecs that keep per-item facts); ``merge`` returns a copy of a user item
+    with the breadcrumb text in front. None of them mutates.
     """
     raw = items if isinstance(items, RawItems) else None
     out: list[Any] = []
@@ -76,7 +85,7 @@ def rebuild(
         if pos == plan.breadcrumb_at and not merging:
             out.append(breadcrumb_item())
         if raw is not None and texts is None and not ids and not merging:
-            out.append(raw.fragment(index))
+            out.append(raw.unchanged(index))
             continue
         item = items[index]
         if texts is not None:  # before strip: texts follow the decoded order

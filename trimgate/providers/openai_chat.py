@@ -57,7 +57,7 @@ except ImportError:  # not built: a pure-Python install parses every body
 
 # _chatscan's row values
 _USER, _ASSISTANT, _TOOL, _PARSE = 0, 1, 2, 4  # 3: system / developer
-_HAS_CONTENT, _STRING_CONTENT = 1, 2
+_HAS_CONTENT, _STRING_CONTENT, _REENCODE = 1, 2, 4
 _PLACEHOLDER = text_message(-1, Role.USER, 0, 0)  # where an item of another shape goes
 
 # Tuples, not sets: a part's "type" or a message's "role" may be any JSON value, and a
@@ -347,6 +347,7 @@ class OpenAIChatCodec(CodecBase):
         messages: list[Message] = []
         append = messages.append
         odd: list[int] = []  # the items of other shapes
+        reencode: list[int] = []  # of those, the ones that may give a key twice
         for index, (_, _, role, nbytes, flags, ids) in enumerate(rows):
             tokens = (nbytes + 3) // 4 + framing
             if role == _USER:
@@ -373,6 +374,8 @@ class OpenAIChatCodec(CodecBase):
             elif role == _PARSE:  # a shape the scanner leaves to decode: below
                 odd.append(index)
                 append(_PLACEHOLDER)
+                if flags & _REENCODE:
+                    reencode.append(index)
             else:
                 append(text_message(index, Role.SYSTEM, tokens, nbytes))
         if odd:  # parsed, and decoded in one go
@@ -390,6 +393,7 @@ class OpenAIChatCodec(CodecBase):
             for index, message in zip(odd, alone.conversation.messages, strict=True):
                 message.index = index  # made just now, seen by nobody else
                 messages[index] = message
+            items.reencode = frozenset(reencode)
         body["messages"] = items
         return self._decoded(body, messages)
 

@@ -81,14 +81,42 @@ class _Retries:
     overflows: int = 0
 
 
+def decode_chat(
+    codec: Codec,
+    raw: bytes,
+    path: str,
+    options: DecodeOptions,
+    tool_texts: bool,
+    parsed: dict[str, Any] | None = None,
+) -> tuple[Decoded, dict[str, Any] | None]:
+    """The codec's decode of a chat body, and the parsed body if it was parsed (for a
+    second decode with other options: pass it as ``parsed``).
+
+    Sized from the bytes where the codec can (``decode_raw``: no parsed history to build
+    and free), else parsed. Raises ``DecodeError``, whose reason says why the body is
+    not trimmed.
+    """
+    if parsed is None:
+        decoded = codec.decode_raw(raw, path=path, options=options, tool_texts=tool_texts)
+        if decoded is not None:
+            return decoded, None
+        try:
+            parsed = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            raise DecodeError("invalid-json") from None
+        if not isinstance(parsed, dict):
+            raise DecodeError("not-an-object")
+    return codec.decode(parsed, path=path, options=options), parsed
+
+
 @dataclass(slots=True)
 class Chat:
     """What an examined chat request needs while the upstream answers.
 
-    The parsed body and its ``Conversation`` are not kept: a 2 MB history parses
-    into about 5 MB of Python objects, which would otherwise live for the whole
-    upstream wait. Nor is a compressed body's inflated JSON. A reactive retry
-    inflates and parses the body again (``replan``).
+    The parsed body (if it was parsed) and its ``Conversation`` are not kept: a 2 MB
+    history parses into about 5 MB of Python objects, which would otherwise live for
+    the whole upstream wait. Nor is a compressed body's inflated JSON. A reactive retry
+    inflates and decodes the body again (``replan``).
     """
 
     route: Route
@@ -116,9 +144,7 @@ class Chat:
             if inflated is None:  # it inflated within the limit the first time
                 raise ValueError("the body no longer inflates")
             raw = inflated
-        decoded = self.codec.decode_raw(
-            raw, path=self.route.path, options=self.options, tool_texts=self.tool_texts
-        ) or self.codec.decode(orjson.loads(raw), path=self.route.path, options=self.options)
+        decoded, _ = decode_chat(self.codec, raw, self.route.path, self.options, self.tool_texts)
         new_plan = plan(decoded.conversation, policy)
         body = orjson.dumps(self.codec.encode(decoded, new_plan, breadcrumb=self.crumb))
         return new_plan.report, body
@@ -230,22 +256,11 @@ class Proxy:
                 return None, "compressed-body"
             raw = decompressed
         codec = CODECS[route.wire_format]
-        # Sized from the bytes when the codec can (no parsed history to build and free),
-        # else parsed; ``data`` is then the parsed body, for a second decode.
         path, caps = route.path, self._caps
-        data: Any = None
-        decoded = codec.decode_raw(raw, path=path, options=self._options, tool_texts=caps)
-        if decoded is None:
-            try:
-                data = orjson.loads(raw)
-            except orjson.JSONDecodeError:
-                return None, "invalid-json"
-            if not isinstance(data, dict):
-                return None, "not-an-object"
-            try:
-                decoded = codec.decode(data, path=path, options=self._options)
-            except DecodeError as exc:
-                return None, exc.reason
+        try:
+            decoded, parsed = decode_chat(codec, raw, path, self._options, caps)
+        except DecodeError as exc:
+            return None, exc.reason
         if decoded.skip:
             return None, decoded.skip
 
@@ -255,14 +270,7 @@ class Proxy:
         options = self._options
         if tc.breadcrumb.text != options.breadcrumb or tc.media_tokens != options.media_tokens:
             options = DecodeOptions(breadcrumb=tc.breadcrumb.text, media_tokens=tc.media_tokens)
-            redone = None
-            if data is None:
-                redone = codec.decode_raw(raw, path=path, options=options, tool_texts=caps)
-            if redone is None:  # (decode_raw answers by the bytes alone: parsed before)
-                redone = codec.decode(
-                    orjson.loads(raw) if data is None else data, path=path, options=options
-                )
-            decoded = redone
+            decoded, _ = decode_chat(codec, raw, path, options, caps, parsed)
         window = entry.context_window if entry else tc.max_context_tokens
         ratio = self.calibration.get(label, Calibration()).planning_ratio if tc.calibrate else 1.0
         policy = make_policy(
