@@ -25,8 +25,8 @@
 # decoded from its bytes, not parsed first: there `parse` shows what the decode no longer
 # pays); the rest of "full" over "examine" is the chat path's own work (headers, signals,
 # usage sniffing), of which "full" minus "nosignals" and "full" minus "nousage" are two
-# parts. The patches touch
-# the interpreted shell only (trimgate.proxy.forward); the compiled core runs unchanged.
+# parts. The patches touch the interpreted shell only (trimgate.proxy.forward); the
+# compiled core runs unchanged.
 
 from __future__ import annotations
 

@@ -28,7 +28,7 @@ already starts with the breadcrumb is not marked twice.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -46,10 +46,12 @@ from trimgate.providers.common import RawItems, json_bytes, rebuild, utf8_len
 from trimgate.trimming.estimate import MESSAGE_FRAMING_TOKENS, bytes_tokens, nonascii_utf8_len
 from trimgate.trimming.pipeline import TrimPlan
 
+if TYPE_CHECKING:
+    from trimgate.providers._chatscan import Row
+
 __all__ = ["CODEC", "OpenAIChatCodec"]
 
-_Rows = list[tuple[int, int, int, int, int, tuple[str, ...] | None]]
-_scan: Callable[[bytes], tuple[int, int, _Rows] | None] | None
+_scan: Callable[[bytes], tuple[int, int, list[Row]] | None] | None
 try:
     from trimgate.providers._chatscan import scan as _scan
 except ImportError:  # not built: a pure-Python install parses every body
