@@ -1,4 +1,4 @@
-"""The import direction of DESIGN.md, enforced."""
+"""The import direction of the layers (README.md, "Development"), enforced."""
 
 from __future__ import annotations
 

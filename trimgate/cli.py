@@ -1,4 +1,4 @@
-"""The command line: serve, check-config, trim, demo (SPEC §1)."""
+"""The command line: serve, check-config, trim, demo (see README.md, "Commands")."""
 
 from __future__ import annotations
 

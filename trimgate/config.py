@@ -1,4 +1,6 @@
-"""The config file (SPEC §5): pydantic models, defaults, loading and redaction.
+"""The config file: pydantic models, defaults, loading and redaction.
+
+Every key is described in docs/reference.md, "Config file".
 
 This is the only module that reads environment variables (``TRIMGATE_CONFIG``).
 Unknown keys are errors naming their path, so a typo never passes silently.

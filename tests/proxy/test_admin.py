@@ -1,4 +1,6 @@
-"""Admin endpoints (SPEC §4, §6.9): health, metrics, the admin token, the admin port.
+"""Admin endpoints: health, metrics, the admin token, the admin port.
+
+The contract: docs/reference.md, "Admin endpoints".
 
 Admin paths are answered by trimgate itself and never forwarded upstream, whatever
 the method, the token or the port.

@@ -1,4 +1,4 @@
-"""The history_trimmed event stream (SPEC §4, §6.8): payload, history, SSE, WebSocket.
+"""The history_trimmed event stream (docs/reference.md, "Events"): payload, history, SSE, WebSocket.
 
 SSE is read with a real SSE client (httpx + httpx-sse) and, for the wire format, as
 raw bytes; WebSocket with aiohttp's client. Slow subscribers lose events (counted),

@@ -1,5 +1,5 @@
-"""Whole-turn trimming rules (SPEC §3), including the reference runtime's
-conformance scenarios that apply to a proxy (research/zeroclaw-history.md §12)."""
+"""Whole-turn trimming rules (docs/trimming.md, "Whole-turn trimming"), including the
+scenarios listed under "What the tests pin down" there."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The model catalog: from a request's model string to the model's context window.
 
-The budget of a request (SPEC §3) starts from the context window of its model. The
-window is looked up here: user entries from the config file (``models:``) first, then
+The budget of a request (docs/trimming.md, "Budget") starts from the context window of
+its model. The window is looked up here: user entries from the config file (``models:``) first, then
 the built-in catalog below, first match wins. An entry's ``name`` is also the value
 of the Prometheus ``model`` label, so the set of names is small and fixed; a model
 that matches nothing gets ``None`` (the caller uses the configured fallback and the

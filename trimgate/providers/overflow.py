@@ -1,6 +1,6 @@
 """Recognise a provider's "context window exceeded" answer, precisely.
 
-Reactive trimming (SPEC 3, 6.5 and 6.6) drops turns and retries when the provider
+Reactive trimming (docs/trimming.md, "Reactive retries") drops turns and retries when the provider
 says the prompt does not fit. A false positive destroys conversation context for
 nothing, so recognition is deliberately narrow:
 

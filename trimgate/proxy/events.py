@@ -1,4 +1,4 @@
-"""EventHub: the history_trimmed event stream (SPEC §4).
+"""EventHub: the history_trimmed event stream (docs/reference.md, "Events").
 
 A bounded ring buffer keeps recent events for ``/api/events/history`` and for
 SSE resumption with ``Last-Event-ID``. Each subscriber has a bounded queue;

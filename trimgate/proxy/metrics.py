@@ -1,4 +1,4 @@
-"""Every Prometheus collector of SPEC §4, in one place, on an injected registry.
+"""Every Prometheus collector (docs/reference.md, "Metrics"), in one place, on an injected registry.
 
 Label values are bounded: ``upstream`` is a configured name, ``provider`` one
 of three, ``model`` a catalog entry's name or ``other``, ``status`` an HTTP

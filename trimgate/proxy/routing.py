@@ -1,4 +1,4 @@
-"""Path -> (upstream, wire format) (SPEC §2).
+"""Path -> (upstream, wire format) (docs/reference.md, "Routing").
 
 1. An upstream whose ``prefix`` starts the path wins; the prefix is stripped.
 2. Otherwise the path's shape picks the default (first configured) upstream of

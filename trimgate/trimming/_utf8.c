@@ -1,6 +1,6 @@
 /* trimgate.trimming._utf8: the UTF-8 length of a str, counted without encoding it.
  *
- * Sizing a message needs the UTF-8 byte length of its texts (SPEC: ceil(bytes / 4) + 4).
+ * Sizing a message needs the UTF-8 byte length of its texts (the estimate: ceil(bytes / 4) + 4).
  * For an ASCII str that is len(); for any other, encoding it only to take len() of the
  * result allocated and filled a bytes object as large as the text: about 7% of the CPU
  * of a 2 MB trim (bench/RESULTS.md). This counts from CPython's own storage instead, one

@@ -20,7 +20,7 @@ def effective_budget(
     output_limit: int | None = None,
     max_input: int | None = None,
 ) -> int:
-    """The budget of SPEC §3 and §6.1.
+    """The budget of a request (docs/trimming.md, "Budget").
 
     ``request_budget`` (the ``x-trimgate-budget`` header) may only lower it, and so
     does a model's ``max_input`` (an input cap below its window). The

@@ -1,6 +1,6 @@
 """The message-count hard cap, and tool-result capping.
 
-Message cap (``max_history_messages``, SPEC §3 and §6.7): at most ``limit``
+Message cap (``max_history_messages``): at most ``limit``
 non-system messages are forwarded, the anchor (first real user message)
 included. System messages are always kept. The middle goes: the anchor and
 the newest tail stay. Tool results left at the head of the tail lose their

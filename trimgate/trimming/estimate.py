@@ -1,6 +1,6 @@
 """Token estimates and the calibration maths.
 
-Estimate (SPEC §3): per message ``ceil(utf8_bytes / 4) + 4`` over its
+Estimate (docs/trimming.md, "Token estimate"): per message ``ceil(utf8_bytes / 4) + 4`` over its
 text-bearing content, plus a fixed price per image, audio clip or document.
 
 Calibration learns, per model, how far the provider's real prompt count is

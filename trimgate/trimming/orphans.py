@@ -1,7 +1,7 @@
 """The orphan sweep: the final net before a chat request is forwarded.
 
 Providers reject a tool result whose call is absent, and a tool call whose
-result is absent (SPEC §3). The sweep removes both, by id:
+result is absent. The sweep removes both, by id:
 
 * a result id is an orphan unless a call with that id stands earlier;
 * a call id is an orphan unless a result with that id stands later, except

@@ -1,6 +1,6 @@
 """Whole-turn trimming.
 
-Rules (SPEC §3):
+Rules (docs/trimming.md, "Whole-turn trimming"):
 
 1. A turn starts at a real user message (``Message.turn_start``) and runs to the
    next one. Assistant replies, tool calls, tool results and late system
