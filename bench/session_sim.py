@@ -48,6 +48,7 @@ MODEL_PREFIX = "sim-"
 CACHE_READ_PRICE = 0.1  # a cache read costs this fraction of a fresh input token
 DEFAULT_VARIANTS = ("direct", "base:{}", 'step0:{"trimming": {"cut_step": 0}}')
 Profile = Literal["chat", "agent"]
+SYSTEM_BYTES: dict[Profile, int] = {"chat": 1_200, "agent": 3_000}
 
 # --------------------------------------------------------------------------- the script
 
@@ -170,20 +171,24 @@ _TOOLS = [
 
 
 def _result_bytes(rng: random.Random) -> int:
-    """Mostly small tool results, a sixth of them large (up to 60 KB), log-uniform."""
-    lo, hi = (3_000, 60_000) if rng.random() < 1 / 6 else (100, 3_000)
+    """Mostly small tool results (100 B to 3 KB), one in ten large (3 to 60 KB), log-uniform
+    within each: about 2.6 KB on average, so a loop of ~10 calls makes ~7k tokens."""
+    lo, hi = (3_000, 60_000) if rng.random() < 0.1 else (100, 3_000)
     return int(math.exp(rng.uniform(math.log(lo), math.log(hi))))
 
 
-def make_script(profile: Profile, requests: int, seed: int) -> Script:
+def make_script(
+    profile: Profile, requests: int, seed: int, system_bytes: int | None = None
+) -> Script:
     rng = random.Random(f"{profile}:{seed}")
+    system = _text(random.Random(f"system:{seed}"), system_bytes or SYSTEM_BYTES[profile])
     if profile == "chat":
-        script = Script(_text(rng, 1_200), [], _text(rng, rng.randint(200, 800)))
+        script = Script(system, [], _text(rng, rng.randint(200, 800)))
         for _ in range(requests):
             reply = Reply(_text(rng, rng.randint(150, 1_500)))
             script.steps.append((reply, _text(rng, rng.randint(80, 600))))
         return script
-    script = Script(_text(rng, 3_000), _TOOLS, _text(rng, rng.randint(200, 800)))
+    script = Script(system, _TOOLS, _text(rng, rng.randint(200, 800)))
     left = -1  # tool calls left in the current loop; -1: a user message just came
     n_call = 0
     while len(script.steps) < requests:
@@ -388,6 +393,7 @@ class RunSpec:
     requests: int
     window: int
     seed: int = 1
+    system_bytes: int | None = None
     stream: bool = False
     run_seconds: float = 600.0
     request_seconds: float = 60.0
@@ -432,7 +438,7 @@ async def check_config(cmd: Sequence[str], path: Path, within: float = 60.0) -> 
 
 async def run_one(spec: RunSpec) -> dict[str, Any]:
     """One session through one variant; the figures and the per-request records."""
-    script = make_script(spec.profile, spec.requests, spec.seed)
+    script = make_script(spec.profile, spec.requests, spec.seed, spec.system_bytes)
     model = f"{MODEL_PREFIX}{spec.window // 1000}k"
     fake = CacheProvider(window=spec.window, memory=spec.memory)
     runner = web.AppRunner(make_app(fake), access_log=None)
@@ -630,6 +636,7 @@ async def amain(args: argparse.Namespace) -> list[dict[str, Any]]:
                     requests=args.requests,
                     window=args.window,
                     seed=args.seed,
+                    system_bytes=args.system_bytes,
                     stream=args.stream,
                     run_seconds=args.run_seconds,
                     trimgate_cmd=tuple(args.trimgate_cmd.split()),
@@ -658,6 +665,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--window", type=int, default=32_000, help="context window, tokens")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--stream", action="store_true", help="SSE requests")
+    parser.add_argument(
+        "--system-bytes",
+        type=int,
+        help="system prompt size (default: chat 1,200, agent 3,000; about 3.5 bytes a token)",
+    )
     parser.add_argument(
         "--variant",
         action="append",

@@ -177,7 +177,7 @@ async def test_tiny_session_end_to_end(shape: Shape, tmp_path: Path) -> None:
     # without a proxy the session dies at its first refused request
     assert direct["first_failure"] is not None
     assert direct["ok"] == direct["first_failure"] == direct["sent"] - 1
-    assert direct["trimmed"] == 0 and direct["cached_share"] > 0.8
+    assert direct["trimmed"] == 0 and direct["cached_share"] > 0.5
 
     base = await run_one(RunSpec(variant=Variant.parse("base:{}"), **common))
     check_run(base, shape, window)
