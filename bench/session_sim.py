@@ -4,6 +4,7 @@
 #       [--requests 300] [--window 32000] [--stream]
 #       [--variant NAME:CONFIG ...]    CONFIG: a YAML/JSON snippet merged over the base config;
 #                                      NAME "direct" (no CONFIG) sends to the fake itself
+#       [--trimgate-dir CHECKOUT]      run another checkout's trimgate (python -m from there)
 #
 # One run = one profile x shape x variant: a fresh fake provider (bench/cache_provider.py,
 # in this process, on loopback) with its own token count, context window and prompt cache;
@@ -399,6 +400,7 @@ class RunSpec:
     request_seconds: float = 60.0
     memory: int = 64
     trimgate_cmd: Sequence[str] = (sys.executable, "-m", "trimgate")
+    trimgate_dir: Path = ROOT  # the working directory: `python -m trimgate` runs its package
     workdir: Path = OUT / "session_sim"
 
 
@@ -413,13 +415,15 @@ def _cut(forwarded: Sequence[int], total: int) -> tuple[bool, int | None]:
     return True, None
 
 
-async def check_config(cmd: Sequence[str], path: Path, within: float = 60.0) -> str | None:
+async def check_config(
+    cmd: Sequence[str], path: Path, cwd: Path = ROOT, within: float = 60.0
+) -> str | None:
     """None if trimgate accepts the config file, else its complaint."""
     proc = await asyncio.create_subprocess_exec(
         *cmd,
         "check-config",
         str(path),
-        cwd=ROOT,
+        cwd=cwd,
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.PIPE,
@@ -465,11 +469,12 @@ async def run_one(spec: RunSpec) -> dict[str, Any]:
             cfg.parent.mkdir(parents=True, exist_ok=True)
             data = trimgate_config(fake_url, port, spec.window, spec.variant.config)
             cfg.write_text(yaml.safe_dump(data, sort_keys=False))
-            problem = await check_config(spec.trimgate_cmd, cfg)
+            problem = await check_config(spec.trimgate_cmd, cfg, spec.trimgate_dir)
             if problem is not None:
                 return {**head, "unsupported": problem}
             argv = [*spec.trimgate_cmd, "serve", "--config", str(cfg), "--log-level", "WARNING"]
-            proc = Proc(label, argv, port, spec.workdir / "logs" / f"{label}.log", "/healthz")
+            log = spec.workdir / "logs" / f"{label}.log"
+            proc = Proc(label, argv, port, log, "/healthz", cwd=spec.trimgate_dir)
             proc.start()
             await proc.wait_ready()
             target = proc.base_url
@@ -640,6 +645,7 @@ async def amain(args: argparse.Namespace) -> list[dict[str, Any]]:
                     stream=args.stream,
                     run_seconds=args.run_seconds,
                     trimgate_cmd=tuple(args.trimgate_cmd.split()),
+                    trimgate_dir=args.trimgate_dir,
                 )
                 t = time.monotonic()
                 r = await run_one(spec)
@@ -683,10 +689,17 @@ def main(argv: list[str] | None = None) -> int:
         default=f"{sys.executable} -m trimgate",
         help="command that starts trimgate (subcommand arguments are appended)",
     )
+    parser.add_argument(
+        "--trimgate-dir",
+        default=str(ROOT),
+        help="working directory of trimgate: with the default command, the checkout whose "
+        "trimgate runs (default: this one)",
+    )
     parser.add_argument("--out", default=str(OUT / "session_sim.json"))
     args = parser.parse_args(argv)
     if args.requests < 1 or args.window < 1:
         parser.error("--requests and --window must be positive")
+    args.trimgate_dir = Path(args.trimgate_dir).resolve()
     try:
         runs = asyncio.run(amain(args))
     except ValueError as exc:
