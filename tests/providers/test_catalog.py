@@ -354,6 +354,7 @@ OWN_EXAMPLE: dict[str, str] = {
     "claude-mythos": "claude-mythos-5",
     "claude": "claude-instant-1.2",
     "gemini-image": "gemini-2.5-flash-image",
+    "gemini-computer-use": "gemini-2.5-computer-use-preview-10-2025",
     "gemini-4": "gemini-4-argon",
     "gemini-3-pro": "gemini-3-pro-preview",
     "gemini-3-flash": "gemini-3-flash-preview",
@@ -690,6 +691,12 @@ AGENT_DEFAULTS: list[tuple[str, str, str, int]] = [
     ("gemini-cli preview", "gemini-3-pro-preview", "gemini-3-pro", 1_048_576),
     ("gemini-cli preview", "gemini-3.1-pro-preview-customtools", "gemini-3-pro", 1_048_576),
     ("gemini-cli preview flash", "gemini-3-flash-preview", "gemini-3-flash", 1_048_576),
+    (
+        "gemini-cli computer use",
+        "gemini-2.5-computer-use-preview-10-2025",
+        "gemini-computer-use",
+        128_000,
+    ),
     ("gemini-cli gemma", "gemma-4-31b-it", "gemma-4", 256_000),
     ("gemini-cli gemma", "gemma-4-26b-a4b-it", "gemma-4", 256_000),
 ]

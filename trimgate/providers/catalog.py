@@ -389,6 +389,10 @@ BUILTIN_CATALOG: tuple[CatalogEntry, ...] = (
     # Image models take far less input; the smallest documented limit is used
     # (2.0 Flash image generation: 32,000). https://ai.google.dev/gemini-api/docs/models
     _e("gemini-image", "gemini-*image*", 32_000),
+    # gemini-2.5-computer-use-preview-10-2025 (in Gemini CLI's model list): input 128,000,
+    # not the 1,048,576 of other 2.5 models (the figure a gateway cross-checked there).
+    # https://ai.google.dev/gemini-api/docs/models/gemini-2.5-computer-use-preview-10-2025
+    _e("gemini-computer-use", "gemini-*computer-use*", 128_000),
     # Gemini 4: "a unified 1,048,576 input + output token limit".
     # https://ai.google.dev/gemini-api/docs/generate-content/latest-model
     _e("gemini-4", "gemini-4*", 1_048_576),
