@@ -5,14 +5,18 @@ from __future__ import annotations
 import re
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from trimgate.providers.catalog import (
+    ANTHROPIC_CONTEXT_1M_BETA,
     BUILTIN_CATALOG,
     DEFAULT_CACHE_SIZE,
     MAX_CACHED_MODEL_LEN,
     MAX_MODEL_LEN,
     Catalog,
     CatalogEntry,
+    anthropic_beta_tokens,
     normalize_model,
 )
 
@@ -40,6 +44,15 @@ REAL_MODELS: list[tuple[str, str, int]] = [
     ("gpt-5.4-nano", "gpt-5.4-nano", 272_000),
     ("gpt-5.5-pro", "gpt-5.5", 922_000),
     ("gpt-5.6-luna", "gpt-5.6", 922_000),
+    ("gpt-6.2-sol", "gpt-6.2", 922_000),
+    ("gpt-6.2-astra", "gpt-6.2", 922_000),
+    ("gpt-6.2-astra-law", "gpt-6.2", 922_000),
+    ("openai/gpt-6.1-sol", "gpt-6.1", 922_000),
+    ("gpt-6.1-terra", "gpt-6.1", 922_000),
+    ("gpt-6-sol", "gpt-6", 922_000),
+    ("gpt-6-luna", "gpt-6", 922_000),
+    ("gpt-6-astra", "gpt-6", 922_000),
+    ("global.openai.gpt-6-sol", "gpt-6", 922_000),
     ("gpt-4.1", "gpt-4.1", 1_047_576),
     ("gpt-4.1-2025-04-14", "gpt-4.1", 1_047_576),
     ("gpt-4.1-mini-2025-04-14", "gpt-4.1-mini", 1_047_576),
@@ -236,6 +249,12 @@ REAL_MODELS: list[tuple[str, str, int]] = [
     ("gemma3:27b", "gemma-3", 131_072),
     ("google/gemma-3-12b-it", "gemma-3", 131_072),
     ("gemma-3-27b-it", "gemma-3", 131_072),
+    ("gemma-4-31b-it", "gemma-4", 256_000),
+    ("gemma-4-26b-a4b-it", "gemma-4", 256_000),
+    ("google/gemma-4-26b-a4b-it", "gemma-4", 256_000),
+    ("gemma4:31b", "gemma-4", 256_000),
+    ("gemma-4-e2b-it", "gemma-4-small", 131_072),
+    ("gemma4:e4b", "gemma-4-small", 131_072),
     ("gemma3:1b", "gemma-3-1b", 32_768),
     ("gemma-3-1b-it", "gemma-3-1b", 32_768),
     ("gemma3:270m", "gemma-3-270m", 32_768),
@@ -276,6 +295,10 @@ REAL_MODELS: list[tuple[str, str, int]] = [
 # One example per built-in entry: the entry must be what the example resolves to, so no
 # entry is shadowed by an earlier, broader one. A new entry without an example fails.
 OWN_EXAMPLE: dict[str, str] = {
+    "gpt-6.2": "gpt-6.2-sol",
+    "gpt-6.1": "gpt-6.1-terra",
+    "gpt-6": "gpt-6-astra",
+    "gpt-audio": "gpt-audio-mini",
     "gpt-5-chat": "gpt-5-chat-latest",
     "gpt-5.3-codex-spark": "gpt-5.3-codex-spark",
     "gpt-5.6": "gpt-5.6-sol",
@@ -331,6 +354,7 @@ OWN_EXAMPLE: dict[str, str] = {
     "claude-mythos": "claude-mythos-5",
     "claude": "claude-instant-1.2",
     "gemini-image": "gemini-2.5-flash-image",
+    "gemini-computer-use": "gemini-2.5-computer-use-preview-10-2025",
     "gemini-4": "gemini-4-argon",
     "gemini-3-pro": "gemini-3-pro-preview",
     "gemini-3-flash": "gemini-3-flash-preview",
@@ -373,6 +397,8 @@ OWN_EXAMPLE: dict[str, str] = {
     "gemma-3-1b": "gemma-3-1b-it",
     "gemma-3-270m": "gemma-3-270m-it",
     "gemma-3": "gemma-3-4b-it",
+    "gemma-4-small": "gemma-4-e4b-it",
+    "gemma-4": "gemma-4-31b-it",
     "gemma-2": "gemma-2-9b-it",
     "phi-4-mini": "phi-4-mini-instruct",
     "phi-4-multimodal": "phi-4-multimodal-instruct",
@@ -626,3 +652,210 @@ def test_invalid_entries_are_rejected(bad: tuple[str, str, int], message: str) -
 )
 def test_normalize_model(raw: str, normalized: str) -> None:
     assert normalize_model(raw) == normalized
+
+
+# --------------------------------------------------------------------------------------
+# The models today's agents send by default (2026-12). Each row: the model string the
+# agent sends, the entry it must resolve to, and the most input tokens (window or cap).
+# Codex CLI 0.171.0: the first listed model of its bundled catalog
+#   (codex-rs/models-manager/models.json, `codex debug models --bundled`), then its picker.
+# Claude Code 2.1.332: its aliases (opus / sonnet / haiku / fable) and the ids they stand
+#   for on Bedrock and gateways, from its model registry.
+# Gemini CLI 0.61.0: packages/core/src/config/models.ts (DEFAULT_GEMINI_MODEL,
+#   DEFAULT_GEMINI_FLASH_MODEL, DEFAULT_GEMINI_FLASH_LITE_MODEL, PREVIEW_*, GEMMA_4_*).
+AGENT_DEFAULTS: list[tuple[str, str, str, int]] = [
+    ("codex default", "gpt-6.2-sol", "gpt-6.2", 922_000),
+    ("codex picker", "gpt-6.2-astra", "gpt-6.2", 922_000),
+    ("codex picker", "gpt-6.1-terra", "gpt-6.1", 922_000),
+    ("codex picker", "gpt-6.1-sol", "gpt-6.1", 922_000),
+    ("codex picker", "gpt-6-astra", "gpt-6", 922_000),
+    ("codex picker", "gpt-6-sol", "gpt-6", 922_000),
+    ("codex picker", "gpt-6-luna", "gpt-6", 922_000),
+    ("codex picker", "gpt-5.6-sol", "gpt-5.6", 922_000),
+    ("codex picker", "gpt-5.6-terra", "gpt-5.6", 922_000),
+    ("codex picker", "gpt-5.5", "gpt-5.5", 922_000),
+    ("claude-code opus", "claude-opus-5-5", "claude-opus-5", 1_000_000),
+    ("claude-code sonnet", "claude-sonnet-5-5", "claude-sonnet-5", 1_000_000),
+    ("claude-code haiku", "claude-haiku-5-5", "claude-haiku-5", 1_000_000),
+    ("claude-code fable", "claude-fable-5-2", "claude-fable", 1_000_000),
+    ("claude-code bedrock opus", "us.anthropic.claude-opus-5-5", "claude-opus-5", 1_000_000),
+    ("claude-code bedrock sonnet", "us.anthropic.claude-sonnet-4-5", "claude-sonnet-4.5", 200_000),
+    ("claude-code bedrock haiku", "claude-haiku-4-5", "claude-haiku-4.5", 200_000),
+    ("claude-code gateway opus", "claude-opus-4-7", "claude-opus-4.7", 1_000_000),
+    ("claude-code gateway sonnet", "claude-sonnet-4-6", "claude-sonnet-4.6", 1_000_000),
+    ("claude-code [1m] tag", "claude-sonnet-4-5-20250929[1m]", "claude-sonnet-4.5", 200_000),
+    ("claude-code mythos", "claude-mythos-preview", "claude-mythos", 1_000_000),
+    ("gemini-cli default", "gemini-2.5-pro", "gemini-2.5-pro", 1_048_576),
+    ("gemini-cli flash", "gemini-3.5-flash", "gemini-3-flash", 1_048_576),
+    ("gemini-cli flash-lite", "gemini-3.1-flash-lite", "gemini-3-flash", 1_048_576),
+    ("gemini-cli preview", "gemini-3-pro-preview", "gemini-3-pro", 1_048_576),
+    ("gemini-cli preview", "gemini-3.1-pro-preview-customtools", "gemini-3-pro", 1_048_576),
+    ("gemini-cli preview flash", "gemini-3-flash-preview", "gemini-3-flash", 1_048_576),
+    (
+        "gemini-cli computer use",
+        "gemini-2.5-computer-use-preview-10-2025",
+        "gemini-computer-use",
+        128_000,
+    ),
+    ("gemini-cli gemma", "gemma-4-31b-it", "gemma-4", 256_000),
+    ("gemini-cli gemma", "gemma-4-26b-a4b-it", "gemma-4", 256_000),
+]
+
+
+@pytest.mark.parametrize(
+    ("agent", "model", "name", "most_input"), AGENT_DEFAULTS, ids=[row[1] for row in AGENT_DEFAULTS]
+)
+def test_agent_default_models_resolve(
+    catalog: Catalog, agent: str, model: str, name: str, most_input: int
+) -> None:
+    entry = catalog.lookup(model)
+    assert entry is not None, f"{agent}: {model} would be budgeted at the fallback"
+    assert entry.name == name
+    assert (entry.max_input or entry.context_window) == most_input
+
+
+def _literals(annotation: object) -> list[str]:
+    import typing
+
+    found: list[str] = []
+    for arg in typing.get_args(annotation):
+        if isinstance(arg, str):
+            found.append(arg)
+        elif typing.get_origin(arg) is typing.Literal or typing.get_args(arg):
+            found.extend(_literals(arg))
+    return found
+
+
+def test_every_openai_sdk_chat_model_is_known(catalog: Catalog) -> None:
+    from openai.types.shared.chat_model import ChatModel
+
+    models = _literals(ChatModel)
+    assert "gpt-6.2-sol" in models  # the installed SDK is the one these rows were read from
+    assert [m for m in models if catalog.lookup(m) is None] == []
+
+
+def test_every_anthropic_sdk_model_is_known(catalog: Catalog) -> None:
+    from anthropic.types.model_param import ModelParam
+
+    models = _literals(ModelParam)
+    assert "claude-opus-5-5" in models
+    assert [m for m in models if catalog.lookup(m) is None] == []
+
+
+# --------------------------------------------------------------------------------------
+# Opt-in windows: the anthropic-beta header.
+
+
+def test_sonnet_4_and_4_5_take_the_1m_beta(catalog: Catalog) -> None:
+    for model in ("claude-sonnet-4-5-20250929", "claude-sonnet-4-20250514", "claude-sonnet-4-5"):
+        entry = catalog.lookup(model)
+        assert entry is not None
+        assert entry.window_for(()) == 200_000
+        assert entry.window_for(anthropic_beta_tokens(ANTHROPIC_CONTEXT_1M_BETA)) == 1_000_000
+        header = " interleaved-thinking-2025-05-14 , Context-1M-2025-08-07,"
+        assert entry.window_for(anthropic_beta_tokens(header)) == 1_000_000
+        assert entry.window_for(anthropic_beta_tokens("context-1m-2025-08-08")) == 200_000
+
+
+@pytest.mark.parametrize(
+    "model", ["claude-opus-4-5", "claude-haiku-4-5", "claude-3-7-sonnet-20250219", "gpt-6.2-sol"]
+)
+def test_the_beta_does_not_raise_other_models(catalog: Catalog, model: str) -> None:
+    entry = catalog.lookup(model)
+    assert entry is not None
+    beta = anthropic_beta_tokens(ANTHROPIC_CONTEXT_1M_BETA)
+    assert entry.window_for(beta) == entry.context_window
+
+
+def test_native_1m_models_keep_1m_with_or_without_the_beta(catalog: Catalog) -> None:
+    for model in ("claude-sonnet-4-6", "claude-opus-4-6", "claude-sonnet-5-5"):
+        entry = catalog.lookup(model)
+        assert entry is not None
+        assert entry.window_for(()) == 1_000_000
+        assert entry.window_for(anthropic_beta_tokens(ANTHROPIC_CONTEXT_1M_BETA)) == 1_000_000
+
+
+@pytest.mark.parametrize(
+    ("values", "tokens"),
+    [
+        ((None,), set()),
+        (("",), set()),
+        ((" , ,",), set()),
+        (("context-1m-2025-08-07",), {"context-1m-2025-08-07"}),
+        (("a,b", " B , c "), {"a", "b", "c"}),  # the header may be sent more than once
+        (("A-B,\tc-d ",), {"a-b", "c-d"}),
+        (("x" * 5000 + ",context-1m-2025-08-07",), set()),  # an absurd value is ignored
+    ],
+)
+def test_anthropic_beta_tokens(values: tuple[str | None, ...], tokens: set[str]) -> None:
+    assert anthropic_beta_tokens(*values) == tokens
+
+
+def test_anthropic_beta_tokens_are_bounded() -> None:
+    many = ",".join(f"beta-{i}" for i in range(300))
+    assert len(anthropic_beta_tokens(many)) == 64
+
+
+@given(
+    tokens=st.lists(
+        st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-", min_size=1, max_size=30),
+        max_size=8,
+    ),
+    spaces=st.lists(st.sampled_from(["", " ", "  ", "\t"]), min_size=2, max_size=2),
+    upper=st.booleans(),
+)
+def test_beta_parsing_ignores_spacing_case_and_order(
+    tokens: list[str], spaces: list[str], upper: bool
+) -> None:
+    pad_left, pad_right = spaces
+    rendered = [(t.upper() if upper else t) for t in tokens]
+    forward = ",".join(f"{pad_left}{t}{pad_right}" for t in rendered)
+    backward = ",".join(reversed(rendered))
+    assert anthropic_beta_tokens(forward) == anthropic_beta_tokens(backward) == set(tokens)
+
+
+@given(
+    tokens=st.frozensets(
+        st.sampled_from([ANTHROPIC_CONTEXT_1M_BETA, "other-beta", "context-1m", "x"]), max_size=4
+    )
+)
+def test_window_for_is_never_below_the_default(tokens: frozenset[str]) -> None:
+    for entry in BUILTIN_CATALOG:
+        window = entry.window_for(tokens)
+        assert window >= entry.context_window
+        if ANTHROPIC_CONTEXT_1M_BETA not in tokens:
+            assert window == entry.context_window
+
+
+def test_builtin_betas_raise_the_window() -> None:
+    with_betas = [entry for entry in BUILTIN_CATALOG if entry.betas]
+    assert {entry.name for entry in with_betas} == {"claude-sonnet-4", "claude-sonnet-4.5"}
+    for entry in with_betas:
+        for token, window in entry.betas:
+            assert token == token.strip().lower()
+            assert window > entry.context_window
+
+
+def test_user_entries_may_carry_betas() -> None:
+    mine = CatalogEntry("mine", "mine*", 100_000, betas=(("long-2099-01-01", 400_000),))
+    cat = Catalog([mine], builtin=False)
+    entry = cat.lookup("mine-v1")
+    assert entry is mine
+    assert entry.window_for(anthropic_beta_tokens("long-2099-01-01")) == 400_000
+    assert entry.window_for(anthropic_beta_tokens("other")) == 100_000
+
+
+@pytest.mark.parametrize(
+    ("betas", "message"),
+    [
+        ((("", 10),), "beta token"),
+        ((("Upper-Case", 10),), "beta token"),
+        ((("a,b", 10),), "beta token"),
+        (((" padded", 10),), "beta token"),
+        ((("ok", 0),), "window"),
+        ((("ok", True),), "window"),
+    ],
+)
+def test_invalid_betas_are_rejected(betas: tuple[tuple[str, int], ...], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        CatalogEntry("x", "x*", 10, betas=betas)

@@ -46,6 +46,13 @@ Figures
     Open-weight models get the window their model card documents without opt-in
     extensions such as YaRN (what a default deployment serves); a deployment that
     serves more or less is configured with a user entry.
+
+Betas
+    Some windows are opt-in per request: Claude Sonnet 4 and 4.5 take 1,000,000 tokens
+    when the request's ``anthropic-beta`` header names ``context-1m-2025-08-07`` and
+    200,000 without it. An entry lists such tokens in ``betas`` (token -> window);
+    ``CatalogEntry.window_for(anthropic_beta_tokens(header))`` is the window of one
+    request. ``lookup`` itself stays keyed by the model string alone.
 """
 
 from __future__ import annotations
@@ -53,16 +60,18 @@ from __future__ import annotations
 import contextlib
 import fnmatch
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 __all__ = [
+    "ANTHROPIC_CONTEXT_1M_BETA",
     "BUILTIN_CATALOG",
     "DEFAULT_CACHE_SIZE",
     "MAX_CACHED_MODEL_LEN",
     "MAX_MODEL_LEN",
     "Catalog",
     "CatalogEntry",
+    "anthropic_beta_tokens",
     "normalize_model",
 ]
 
@@ -81,6 +90,10 @@ class CatalogEntry:
     # A smaller cap on the input alone, where the provider documents one (GPT-5:
     # 400,000 total, at most 272,000 input): the budget never exceeds it.
     max_input: int | None = None
+    # Opt-in windows: (beta token, window) pairs. A request that names the token in its
+    # `anthropic-beta` header gets that window instead of `context_window` (Claude
+    # Sonnet 4 / 4.5: `context-1m-2025-08-07` -> 1,000,000). Tokens are lower case.
+    betas: tuple[tuple[str, int], ...] = ()
 
     def __post_init__(self) -> None:
         if not self.name.strip():
@@ -91,6 +104,63 @@ class CatalogEntry:
             raise ValueError(
                 f"catalog entry {self.name!r}: context_window must be a positive integer"
             )
+        for token, window in self.betas:
+            if not token or token != token.strip().lower() or "," in token or " " in token:
+                raise ValueError(
+                    f"catalog entry {self.name!r}: beta token {token!r} must be one "
+                    "lower-case header token"
+                )
+            if isinstance(window, bool) or window <= 0:
+                raise ValueError(
+                    f"catalog entry {self.name!r}: beta {token!r} window must be a positive integer"
+                )
+
+    def window_for(self, beta_tokens: Iterable[str] = ()) -> int:
+        """The window of a request that sent ``beta_tokens`` (see ``anthropic_beta_tokens``).
+
+        ``context_window``, or the largest window of a beta the request names; unknown
+        tokens are ignored. Tokens are compared stripped and lower-cased; a ``frozenset``
+        is taken as already normalised (what ``anthropic_beta_tokens`` returns).
+        """
+        if not self.betas:
+            return self.context_window
+        sent = (
+            beta_tokens  # already normalised by anthropic_beta_tokens
+            if isinstance(beta_tokens, frozenset)
+            else {token.strip().lower() for token in beta_tokens}
+        )
+        window = self.context_window
+        for token, beta_window in self.betas:
+            if token in sent and beta_window > window:
+                window = beta_window
+        return window
+
+
+ANTHROPIC_CONTEXT_1M_BETA = "context-1m-2025-08-07"
+
+# Bounds on what a client can make us parse: an `anthropic-beta` value is a short list.
+_MAX_BETA_HEADER_LEN = 4096
+_MAX_BETA_TOKENS = 64
+
+
+def anthropic_beta_tokens(*header_values: str | None) -> frozenset[str]:
+    """The beta tokens of one or more ``anthropic-beta`` header values.
+
+    The header is a comma-separated list (``"context-1m-2025-08-07,
+    interleaved-thinking-2025-05-14"``) and may be sent more than once; each value is
+    split on commas, tokens are stripped of whitespace and lower-cased, empty ones are
+    dropped. A value longer than 4096 characters is ignored, and at most 64 tokens are
+    kept, so a client cannot make this cost more than a short header does.
+    """
+    tokens: set[str] = set()
+    for value in header_values:
+        if not value or len(value) > _MAX_BETA_HEADER_LEN:
+            continue
+        for part in value.split(","):
+            token = part.strip().lower()
+            if token and len(tokens) < _MAX_BETA_TOKENS:
+                tokens.add(token)
+    return frozenset(tokens)
 
 
 def _glob_parts(match: str) -> list[str]:
@@ -128,13 +198,34 @@ def normalize_model(model: str) -> str:
     return name
 
 
-def _e(name: str, match: str, context_window: int, max_input: int | None = None) -> CatalogEntry:
-    return CatalogEntry(name=name, match=match, context_window=context_window, max_input=max_input)
+def _e(
+    name: str,
+    match: str,
+    context_window: int,
+    max_input: int | None = None,
+    betas: tuple[tuple[str, int], ...] = (),
+) -> CatalogEntry:
+    return CatalogEntry(
+        name=name, match=match, context_window=context_window, max_input=max_input, betas=betas
+    )
 
 
 # Ordered: within a family the more specific globs come first, and the first match wins.
 # OpenAI pages: https://developers.openai.com/api/docs/models/<id> (was platform.openai.com).
 BUILTIN_CATALOG: tuple[CatalogEntry, ...] = (
+    # ---------------------------------------------------------------- OpenAI: GPT-6 family
+    # Sol / Terra / Luna / Astra tiers and their snapshots: "1,050,000 context window",
+    # "922,000 max input tokens", "128,000 max output tokens". The -cyber, -healthcare,
+    # -law variants get their base model's figures (no page of their own was found). gpt-6.2-sol is the Codex CLI default (0.171.0: first listed model of
+    # its bundled catalog); Codex itself compacts at its own, smaller window (500,000).
+    # https://developers.openai.com/api/docs/models/gpt-6.2-sol
+    _e("gpt-6.2", "gpt-6.2*", 1_050_000, max_input=922_000),
+    # https://developers.openai.com/api/docs/models/gpt-6.1-terra (gpt-6.1-sol: same figures,
+    # https://docs.cloud.google.com/gemini-enterprise-agent-platform/models/partner-models/openai/gpt-6-1-sol)
+    _e("gpt-6.1", "gpt-6.1*", 1_050_000, max_input=922_000),
+    # gpt-6-sol, gpt-6-luna, gpt-6-astra: 1,050,000 window, 128,000 output -> 922,000 input.
+    # https://developers.openai.com/api/docs/models/gpt-6-sol
+    _e("gpt-6", "gpt-6|gpt-6-*|gpt-6.*", 1_050_000, max_input=922_000),
     # ---------------------------------------------------------------- OpenAI: GPT-5 family
     # gpt-5-chat-latest, gpt-5.1-chat-latest, ...: 128,000 window, 16,384 output.
     # https://developers.openai.com/api/docs/models/gpt-5-chat-latest
@@ -184,6 +275,9 @@ BUILTIN_CATALOG: tuple[CatalogEntry, ...] = (
     _e("gpt-4.1", "gpt-4.1*", 1_047_576),
     # 128,000 window, 16,384 output. https://developers.openai.com/api/docs/models/gpt-4o-mini
     _e("gpt-4o-mini", "gpt-4o-mini*", 128_000),
+    # gpt-audio, gpt-audio-mini and their snapshots: "128,000 context window", 16,384 output.
+    # https://developers.openai.com/api/docs/models/gpt-audio-mini
+    _e("gpt-audio", "gpt-audio*", 128_000),
     # gpt-4o, its snapshots and chatgpt-4o-latest: 128,000.
     # https://developers.openai.com/api/docs/models/gpt-4o
     _e("gpt-4o", "gpt-4o*|chatgpt-4o*", 128_000),
@@ -238,12 +332,26 @@ BUILTIN_CATALOG: tuple[CatalogEntry, ...] = (
     _e("claude-opus-4.1", "claude-opus-4?1*|claude-4?1-opus*", 200_000),
     # 200K. https://platform.claude.com/docs/en/about-claude/models/overview
     _e("claude-opus-4", "claude-opus-4*|claude-4-opus*", 200_000),
-    # 200K; 1M only with the context-1m-2025-08-07 beta header, so 200K is the default.
-    # https://platform.claude.com/docs/en/models/sonnet-4-5/overview
-    _e("claude-sonnet-4.5", "claude-sonnet-4?5*|claude-4?5-sonnet*", 200_000),
-    # 200K; 1M only with the beta header, as above.
-    # https://platform.claude.com/docs/en/about-claude/models/overview
-    _e("claude-sonnet-4", "claude-sonnet-4*|claude-4-sonnet*", 200_000),
+    # 200K ("Context window: 200K tokens"); 1,000,000 with the `anthropic-beta:
+    # context-1m-2025-08-07` header, the 1M beta of Sonnet 4 and 4.5 ("the Claude API can
+    # take in 1M tokens with ... Sonnet 4.5 and Sonnet 4"; later models have 1M natively).
+    # Claude Code 2.1.332 models them the same way (window 200,000, 1M with that beta).
+    # https://platform.claude.com/docs/en/models/sonnet-4-5/overview and
+    # https://support.claude.com/en/articles/8606395
+    _e(
+        "claude-sonnet-4.5",
+        "claude-sonnet-4?5*|claude-4?5-sonnet*",
+        200_000,
+        betas=((ANTHROPIC_CONTEXT_1M_BETA, 1_000_000),),
+    ),
+    # 200K; 1,000,000 with the same beta header (the model it launched with, 2025-08).
+    # https://support.claude.com/en/articles/8606395
+    _e(
+        "claude-sonnet-4",
+        "claude-sonnet-4*|claude-4-sonnet*",
+        200_000,
+        betas=((ANTHROPIC_CONTEXT_1M_BETA, 1_000_000),),
+    ),
     # 200K. https://platform.claude.com/docs/en/models/haiku-4-5/overview
     _e("claude-haiku-4.5", "claude-haiku-4?5*|claude-4?5-haiku*", 200_000),
     # Claude 3.x: 200K. https://platform.claude.com/docs/en/about-claude/models/overview
@@ -258,15 +366,21 @@ BUILTIN_CATALOG: tuple[CatalogEntry, ...] = (
     _e("claude-3-sonnet", "claude-3-sonnet*", 200_000),
     # https://platform.claude.com/docs/en/about-claude/models/overview
     _e("claude-3-haiku", "claude-3-haiku*", 200_000),
-    # Claude 5 family: 1M. https://platform.claude.com/docs/en/models/opus-5/overview
+    # Claude 5 family (Opus 5, 5.5): "Context window: 1M tokens". claude-opus-5-5 is what
+    # Claude Code's `opus` alias names (2.1.332).
+    # https://platform.claude.com/docs/en/models/opus-5-5/overview
     _e("claude-opus-5", "claude-opus-5*", 1_000_000),
-    # https://platform.claude.com/docs/en/models/sonnet-5/overview
+    # Sonnet 5, 5.5: 1M. claude-sonnet-5-5 is Claude Code's `sonnet` alias (2.1.332).
+    # https://platform.claude.com/docs/en/models/sonnet-5-5/overview
     _e("claude-sonnet-5", "claude-sonnet-5*", 1_000_000),
+    # Haiku 5.5: 1M; Claude Code's `haiku` alias.
     # https://platform.claude.com/docs/en/models/haiku-5-5/overview
     _e("claude-haiku-5", "claude-haiku-5*", 1_000_000),
+    # Fable 5, 5.1, 5.2: 1M; Claude Code's `fable` alias is claude-fable-5-2.
     # https://platform.claude.com/docs/en/models/fable-5-1/overview
     _e("claude-fable", "claude-fable*", 1_000_000),
-    # https://platform.claude.com/docs/en/build-with-claude/context-windows (Mythos: 1M)
+    # Mythos 5, 5.1, 5.2 and claude-mythos-preview: 1M.
+    # https://platform.claude.com/docs/en/build-with-claude/context-windows
     _e("claude-mythos", "claude-mythos*", 1_000_000),
     # Any other Claude: 200K, the smallest window of every current Claude model.
     # https://platform.claude.com/docs/en/build-with-claude/context-windows
@@ -275,6 +389,10 @@ BUILTIN_CATALOG: tuple[CatalogEntry, ...] = (
     # Image models take far less input; the smallest documented limit is used
     # (2.0 Flash image generation: 32,000). https://ai.google.dev/gemini-api/docs/models
     _e("gemini-image", "gemini-*image*", 32_000),
+    # gemini-2.5-computer-use-preview-10-2025 (in Gemini CLI's model list): input 128,000,
+    # not the 1,048,576 of other 2.5 models (the figure a gateway cross-checked there).
+    # https://ai.google.dev/gemini-api/docs/models/gemini-2.5-computer-use-preview-10-2025
+    _e("gemini-computer-use", "gemini-*computer-use*", 128_000),
     # Gemini 4: "a unified 1,048,576 input + output token limit".
     # https://ai.google.dev/gemini-api/docs/generate-content/latest-model
     _e("gemini-4", "gemini-4*", 1_048_576),
@@ -283,9 +401,13 @@ BUILTIN_CATALOG: tuple[CatalogEntry, ...] = (
     _e("gemini-3-pro", "gemini-3*-pro*", 1_048_576),
     # gemini-3-flash-preview, gemini-3.8-flash, ...-flash-lite: input 1,048,576.
     # https://ai.google.dev/gemini-api/docs/models/gemini-3-flash-preview
+    # gemini-3.5-flash (Gemini CLI 0.61's default Flash; its Flash-Lite is
+    # gemini-3.1-flash-lite): "Input token limit 1,048,576".
+    # https://ai.google.dev/gemini-api/docs/models/gemini-3.5-flash
     _e("gemini-3-flash", "gemini-3*-flash*", 1_048_576),
     # https://ai.google.dev/gemini-api/docs/models/gemini-3-pro-preview
     _e("gemini-3", "gemini-3*", 1_048_576),
+    # Gemini CLI's default model (DEFAULT_GEMINI_MODEL in packages/core/src/config/models.ts).
     # https://ai.google.dev/gemini-api/docs/models/gemini-2.5-pro (input 1,048,576)
     _e("gemini-2.5-pro", "gemini-2.5-pro*", 1_048_576),
     # https://ai.google.dev/gemini-api/docs/models/gemini-2.5-flash-lite (input 1,048,576)
@@ -382,6 +504,14 @@ BUILTIN_CATALOG: tuple[CatalogEntry, ...] = (
     # https://huggingface.co/mistralai/Mistral-7B-Instruct-v0.3
     _e("mistral-7b", "mistral|mistral:*|mistral-7b*|open-mistral-7b*", 32_768),
     # ------------------------------------------------------------------------ Gemma
+    # Gemma 4 E2B / E4B: "the small models have a 128K context window" (131,072).
+    # https://ai.google.dev/gemma/docs/core
+    _e("gemma-4-small", "gemma?4*e[24]b*|gemma4*e[24]b*", 131_072),
+    # Gemma 4 26B A4B, 31B (and the rest of the family): 256K. 256,000 is the figure the
+    # Gemini API serves them at (Gemini CLI: GEMMA_4_TOKEN_LIMIT = 256_000 for
+    # gemma-4-31b-it and gemma-4-26b-a4b-it, packages/core/src/core/tokenLimits.ts).
+    # https://ai.google.dev/gemma/docs/core
+    _e("gemma-4", "gemma?4*|gemma4*", 256_000),
     # Gemma 3n: 32K. https://ai.google.dev/gemma/docs/gemma-3n/model_card
     _e("gemma-3n", "gemma?3n*|gemma3n*", 32_768),
     # Gemma 3 1B: 32K. https://ai.google.dev/gemma/docs/core/model_card_3
