@@ -216,8 +216,9 @@ BUILTIN_CATALOG: tuple[CatalogEntry, ...] = (
     # ---------------------------------------------------------------- OpenAI: GPT-6 family
     # Sol / Terra / Luna / Astra tiers and their snapshots: "1,050,000 context window",
     # "922,000 max input tokens", "128,000 max output tokens". The -cyber, -healthcare,
-    # -law variants get their base model's figures (no page of their own was found). gpt-6.2-sol is the Codex CLI default (0.171.0: first listed model of
-    # its bundled catalog); Codex itself compacts at its own, smaller window (500,000).
+    # -law variants get their base model's figures (no page of their own was found).
+    # gpt-6.2-sol is the Codex CLI default (0.171.0: first listed model of its bundled
+    # catalog); Codex itself compacts at its own, smaller window (500,000).
     # https://developers.openai.com/api/docs/models/gpt-6.2-sol
     _e("gpt-6.2", "gpt-6.2*", 1_050_000, max_input=922_000),
     # https://developers.openai.com/api/docs/models/gpt-6.1-terra (gpt-6.1-sol: same figures,
