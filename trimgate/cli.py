@@ -116,8 +116,8 @@ def _trim(args: argparse.Namespace) -> int:
     from trimgate.providers.base import DecodeOptions
     from trimgate.providers.catalog import Catalog, CatalogEntry
     from trimgate.providers.registry import CODECS
-    from trimgate.proxy.forward import make_policy
     from trimgate.trimming.pipeline import plan
+    from trimgate.trimming.policy import make_policy
 
     config: Config = load_config(args.config)
     raw = sys.stdin.buffer.read() if args.file == "-" else _read(args.file)
@@ -160,7 +160,12 @@ def _trim(args: argparse.Namespace) -> int:
     tc = config.for_model(overrides.get(entry.name) if entry else None)
     window = entry.context_window if entry else tc.max_context_tokens
     policy = make_policy(
-        tc, window, decoded, budget=args.budget, max_input=entry.max_input if entry else None
+        tc.settings(),
+        window,
+        output_limit=decoded.output_limit,
+        hoistable=decoded.hoistable,
+        budget=args.budget,
+        max_input=entry.max_input if entry else None,
     )
     result = plan(decoded.conversation, policy)
     out = codec.encode(decoded, result, breadcrumb=tc.breadcrumb.text) if result.changed else body
