@@ -117,11 +117,13 @@ class SSEDecoder:
 
 
 class SSEMarkedEvents:
-    """The events of a stream that hold one of ``markers``, found without decoding the rest.
+    """The events of a stream that may hold one of ``markers``, found without decoding the
+    rest.
 
     The stream is cut at its event boundaries (a blank line) with C-level byte searches,
-    and only the stretches of whole events that hold a marker are decoded: reading a chunk
-    costs a ``find``, not a parse. Events are matched by their raw bytes, so a marker must
+    and only the stretches of whole events that hold a marker are decoded, so an event
+    without one may come with them (the caller reads each): reading a chunk costs a
+    ``find``, not a parse. Events are matched by their raw bytes, so a marker must
     not span a line end. Once a CR shows up (line ends are not plain LF, so a boundary is
     not a plain ``b"\\n\\n"``), every later event is decoded, by an ``SSEDecoder``. An event
     longer than ``max_event`` bytes is skipped; in a CR stream one ends the reading
