@@ -7,13 +7,17 @@ import asyncio
 import contextlib
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 import yaml
 
 from trimgate.config import Config, load_config, redacted
 from trimgate.errors import ConfigError, DecodeError
+
+if TYPE_CHECKING:  # imported where used: each command loads only what it needs
+    from trimgate.providers.catalog import CatalogEntry
+    from trimgate.trimming.pipeline import TrimPlan
 
 FORMATS = ("openai", "openai-responses", "anthropic", "gemini")
 DEFAULT_PATHS = {
@@ -170,10 +174,19 @@ def _trim(args: argparse.Namespace) -> int:
     result = plan(decoded.conversation, policy)
     out = codec.encode(decoded, result, breadcrumb=tc.breadcrumb.text) if result.changed else body
     sys.stdout.buffer.write(orjson.dumps(out, option=orjson.OPT_INDENT_2) + b"\n")
+    report = _trim_report(wire, str(model) if model else None, entry, result)
+    sys.stderr.write(orjson.dumps(report).decode() + "\n")
+    return 0
+
+
+def _trim_report(
+    wire: str, model: str | None, entry: CatalogEntry | None, result: TrimPlan
+) -> dict[str, Any]:
+    """What ``trim`` reports on stderr: the plan's report as one JSON object."""
     r = result.report
-    report = {
+    return {
         "format": wire,
-        "model": str(model) if model else None,
+        "model": model,
         "catalog_entry": entry.name if entry else None,
         "trimmed": r.trimmed,
         "dropped_turns": r.dropped_turns,
@@ -187,8 +200,6 @@ def _trim(args: argparse.Namespace) -> int:
         "tool_results_capped": r.tool_results_capped,
         "changed": result.changed,
     }
-    sys.stderr.write(orjson.dumps(report).decode() + "\n")
-    return 0
 
 
 def _read(path: str) -> bytes:

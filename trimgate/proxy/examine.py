@@ -131,38 +131,26 @@ class Examiner:
     ) -> tuple[Chat | None, str | None]:
         """The examined chat, or None and why it is forwarded untouched (None: mode off)."""
         assert route.wire_format is not None
-        mode = headers.get("x-trimgate-mode", "").lower() or self.mode
-        if mode not in MODES:
-            mode = self.mode
+        mode = self._mode(headers)
         if mode == "off":
             return None, None
-        raw = body
         encoding = headers.get("Content-Encoding", "").lower().strip()
-        if encoding:
-            decompressed = decompress(body, encoding, self.max_body)
-            if decompressed is None:
-                return None, "compressed-body"
-            raw = decompressed
+        raw = decompress(body, encoding, self.max_body) if encoding else body
+        if raw is None:
+            return None, "compressed-body"
         codec = CODECS[route.wire_format]
-        path, caps = route.path, self.caps
         try:
-            decoded, parsed = decode_chat(codec, raw, path, self.options, caps)
+            decoded, parsed = decode_chat(codec, raw, route.path, self.options, self.caps)
         except DecodeError as exc:
             return None, exc.reason
         if decoded.skip:
             return None, decoded.skip
-
         entry = self.catalog.lookup(decoded.model)
-        label = entry.name if entry else "other"
+        label = entry.name if entry else "other"  # bounded: a catalog name or "other"
         settings = self.overrides.get(label, self.settings)
-        options = self.options
-        if settings.breadcrumb != options.breadcrumb or (
-            settings.media_tokens != options.media_tokens
-        ):
-            options = DecodeOptions(
-                breadcrumb=settings.breadcrumb, media_tokens=settings.media_tokens
-            )
-            decoded, _ = decode_chat(codec, raw, path, options, caps, parsed)
+        options = self._options_for(settings)
+        if options is not self.options:  # the model's own breadcrumb or media price
+            decoded, _ = decode_chat(codec, raw, route.path, options, self.caps, parsed)
         policy = make_policy(
             settings,
             entry.context_window if entry else settings.max_context_tokens,
@@ -174,13 +162,11 @@ class Examiner:
         )
         trim_plan = plan(decoded.conversation, policy)
         shadow = mode == "shadow"
-        if shadow or not trim_plan.changed:
-            send_body = body
-        else:
+        send_body = body  # forwarded as it came unless the plan changes it
+        if not shadow and trim_plan.changed:
             crumb = settings.breadcrumb
             send_body = orjson.dumps(codec.encode(decoded, trim_plan, breadcrumb=crumb))
-        # The parsed body, its conversation and the plan are freed on return, before
-        # the send: not kept for the whole upstream wait (Chat's docstring).
+        # The parsed body, its conversation and the plan are freed on return (Chat's doc)
         chat = Chat(
             route=route,
             codec=codec,
@@ -194,9 +180,22 @@ class Examiner:
             body=body,
             encoding=encoding,
             options=options,
-            tool_texts=caps,
+            tool_texts=self.caps,
         )
         return chat, None
+
+    def _mode(self, headers: Mapping[str, str]) -> str:
+        """The request's ``x-trimgate-mode`` if it names a mode, else the configured one."""
+        mode = headers.get("x-trimgate-mode", "").lower() or self.mode
+        return mode if mode in MODES else self.mode
+
+    def _options_for(self, settings: Settings) -> DecodeOptions:
+        options = self.options
+        if settings.breadcrumb == options.breadcrumb and (
+            settings.media_tokens == options.media_tokens
+        ):
+            return options
+        return DecodeOptions(breadcrumb=settings.breadcrumb, media_tokens=settings.media_tokens)
 
 
 def int_header(value: str | None) -> int | None:
