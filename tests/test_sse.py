@@ -12,6 +12,7 @@ from trimgate.sse import (
     encode_comment,
     encode_event,
     encode_retry,
+    event_fields,
 )
 
 
@@ -192,3 +193,15 @@ def test_an_event_longer_than_the_limit_is_skipped() -> None:
     reader = SSEMarkedEvents((b'"usage"',), 64)
     reader.decode(long[:80])
     assert reader.decode(b"\r\n") == [] and reader.closed  # CR stream: its end is not found
+
+
+def test_event_fields_keep_what_the_decoder_leaves_out() -> None:
+    head = b': hi\r\n\r\nevent: ping\r\n\r\nerror: {"x":1}\ndata:  two\n\nid: 4\n\npartial'
+    assert event_fields(head, 8) == [
+        [],
+        [(b"event", b"ping")],
+        [(b"error", b'{"x":1}'), (b"data", b" two")],
+        [(b"id", b"4")],
+        [(b"partial", b"")],
+    ]
+    assert len(event_fields(head, 2)) == 2  # the rest is not scanned

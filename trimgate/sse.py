@@ -116,6 +116,30 @@ class SSEDecoder:
             self._id = value
 
 
+def event_fields(head: bytes, limit: int) -> list[list[tuple[bytes, bytes]]]:
+    """The fields of a stream head's first ``limit`` blocks, for readers that must see
+    what ``SSEDecoder`` leaves out: data-less events, non-standard fields.
+
+    Each block (text up to a blank line; the head's unfinished tail is the last) is a list
+    of ``(field, value)``: line ends of every kind, comments and the space after the colon
+    handled as the decoder handles them. The rest of the head is not scanned.
+    """
+    if b"\r" in head:
+        head = head.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+    blocks: list[list[tuple[bytes, bytes]]] = []
+    for block in head.split(b"\n\n", limit)[:limit]:
+        fields: list[tuple[bytes, bytes]] = []
+        for line in block.split(b"\n"):
+            if not line or line[:1] == b":":
+                continue
+            field, sep, value = line.partition(b":")
+            if sep and value[:1] == b" ":
+                value = value[1:]
+            fields.append((field, value))
+        blocks.append(fields)
+    return blocks
+
+
 class SSEMarkedEvents:
     """The events of a stream that may hold one of ``markers``, found without decoding the
     rest.
