@@ -13,8 +13,8 @@
 #   full         trimgate as it is
 #   shell        no examination: every request forwarded as a pass-through
 #   parse        orjson.loads of the body, then forwarded as a pass-through
-#   decode       the codec's decode as _examine does it (from the bytes where the codec
-#                can, else parse + decode), then as a pass-through
+#   decode       the codec's decode as proxy/examine.py does it (from the bytes where the
+#                codec can, else parse + decode), then as a pass-through
 #   examine      the whole examination (decode, policy, plan, encode), then as a pass-through
 #   nosignals    trimgate as it is, but no metrics, event or log lines recorded
 #   nousage      trimgate as it is, but no usage read from answers (no calibration)
@@ -25,8 +25,8 @@
 # decoded from its bytes, not parsed first: there `parse` shows what the decode no longer
 # pays); the rest of "full" over "examine" is the chat path's own work (headers, signals,
 # usage sniffing), of which "full" minus "nosignals" and "full" minus "nousage" are two
-# parts. The patches touch the interpreted shell only (trimgate.proxy.forward); the
-# compiled core runs unchanged.
+# parts. The patches touch the interpreted shell only (Proxy._examine, UsageSniffer and
+# _record as trimgate.proxy.forward sees them); the compiled core runs unchanged.
 
 from __future__ import annotations
 
