@@ -29,6 +29,7 @@ COMPILED = [
     "trimgate/trimming/estimate.py",
     "trimgate/trimming/orphans.py",
     "trimgate/trimming/pipeline.py",
+    "trimgate/trimming/policy.py",
     "trimgate/trimming/turns.py",
     "trimgate/providers/anthropic.py",
     "trimgate/providers/base.py",

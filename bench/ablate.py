@@ -13,8 +13,8 @@
 #   full         trimgate as it is
 #   shell        no examination: every request forwarded as a pass-through
 #   parse        orjson.loads of the body, then forwarded as a pass-through
-#   decode       the codec's decode as _examine does it (from the bytes where the codec
-#                can, else parse + decode), then as a pass-through
+#   decode       the codec's decode as proxy/examine.py does it (from the bytes where the
+#                codec can, else parse + decode), then as a pass-through
 #   examine      the whole examination (decode, policy, plan, encode), then as a pass-through
 #   nosignals    trimgate as it is, but no metrics, event or log lines recorded
 #   nousage      trimgate as it is, but no usage read from answers (no calibration)
@@ -25,8 +25,8 @@
 # decoded from its bytes, not parsed first: there `parse` shows what the decode no longer
 # pays); the rest of "full" over "examine" is the chat path's own work (headers, signals,
 # usage sniffing), of which "full" minus "nosignals" and "full" minus "nousage" are two
-# parts. The patches touch the interpreted shell only (trimgate.proxy.forward); the
-# compiled core runs unchanged.
+# parts. The patches touch the interpreted shell only (Proxy._examine, UsageSniffer and
+# _record as trimgate.proxy.forward sees them); the compiled core runs unchanged.
 
 from __future__ import annotations
 
@@ -52,6 +52,7 @@ OUT = ROOT / "bench" / "out" / "ablate"
 def patch(variant: str) -> None:
     """Switch part of the handler off (in the --serve child only)."""
     from trimgate.providers.registry import CODECS
+    from trimgate.proxy import examine as ex
     from trimgate.proxy import forward
     from trimgate.proxy.routing import Route
 
@@ -59,7 +60,7 @@ def patch(variant: str) -> None:
 
     def examine(
         self: forward.Proxy, request: Any, route: Route, body: bytes
-    ) -> tuple[forward.Chat | None, str | None]:
+    ) -> tuple[ex.Chat | None, str | None]:
         if route.wire_format is not None and variant != "shell":
             if variant == "examine":
                 real(self, request, route, body)
@@ -67,23 +68,24 @@ def patch(variant: str) -> None:
                 orjson.loads(body)
             else:  # decode, as _examine does: from the bytes where the codec can
                 codec = CODECS[route.wire_format]
-                forward.decode_chat(codec, body, route.path, self._options, False)
+                ex.decode_chat(codec, body, route.path, self.examiner.options, False)
         return None, None
 
     def no_record(*args: Any) -> None:
         return None
 
-    class NoUsage(forward._UsageSniffer):
+    class NoUsage(forward.UsageSniffer):
         def feed(self, chunk: bytes) -> None:
             return None
 
+        @property
         def prompt_tokens(self) -> int | None:
             return None
 
     if variant == "nosignals":
         setattr(forward, "_record", no_record)  # noqa: B010 - replaced on purpose
     elif variant == "nousage":
-        setattr(forward, "_UsageSniffer", NoUsage)  # noqa: B010
+        setattr(forward, "UsageSniffer", NoUsage)  # noqa: B010
     elif variant != "full":
         setattr(forward.Proxy, "_examine", examine)  # noqa: B010 - a method replaced on purpose
 

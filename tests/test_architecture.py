@@ -50,3 +50,51 @@ def test_the_core_runs_compiled_unless_asked_for_pure_python() -> None:
     from trimgate.trimming._utf8 import utf8_len
 
     assert estimate._utf8_len is utf8_len
+
+
+def test_trimming_imports_nothing_of_proxy_or_providers() -> None:
+    """The policy rules live in the core too: it reads plain values, not the shell's."""
+    code = (
+        "import sys\n"
+        "import trimgate.trimming.policy, trimgate.trimming.pipeline\n"
+        "print(sorted(m for m in sys.modules if m.startswith("
+        "('trimgate.proxy', 'trimgate.providers', 'trimgate.config'))))\n"
+        "print('pydantic' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert out.stdout.split() == ["[]", "False"]
+
+
+def test_the_pure_steps_of_the_request_path_import_no_aiohttp() -> None:
+    """Examining a body and reading usage are plain code: the shell does their I/O."""
+    code = (
+        "import sys\n"
+        "import trimgate.proxy.examine, trimgate.proxy.usage, trimgate.proxy.routing\n"
+        "print(','.join(m for m in ['aiohttp', 'tenacity', 'prometheus_client']"
+        " if m in sys.modules))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert out.stdout.strip() == ""
+
+
+def test_the_trim_command_loads_no_server_machinery() -> None:
+    """``trimgate trim`` runs in a fresh interpreter without aiohttp, tenacity or
+    prometheus_client: it is a file filter, not a server."""
+    code = (
+        "import io, sys\n"
+        "from trimgate import cli\n"
+        "sys.stdin = io.TextIOWrapper(io.BytesIO("
+        'b\'{"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}\'))\n'
+        "sys.stdout = io.TextIOWrapper(io.BytesIO())\n"
+        "code = cli.main(['trim', '-'])\n"
+        "loaded = [m for m in ['aiohttp', 'tenacity', 'prometheus_client'] if m in sys.modules]\n"
+        "sys.stderr.write(f'{code} {loaded}')\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert out.stderr.strip().endswith("0 []"), out.stderr

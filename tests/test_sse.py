@@ -5,7 +5,15 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from trimgate.sse import SSEDecoder, SSEEvent, encode_comment, encode_event
+from trimgate.sse import (
+    SSEDecoder,
+    SSEEvent,
+    SSEMarkedEvents,
+    encode_comment,
+    encode_event,
+    encode_retry,
+    event_fields,
+)
 
 
 def reference(stream: bytes) -> list[SSEEvent]:
@@ -133,3 +141,67 @@ def test_the_tail_of_an_overlong_line_is_not_a_line() -> None:
 
 def test_an_event_without_data_is_not_dispatched() -> None:
     assert SSEDecoder().decode(b"event: ping\n\n") == []
+
+
+@given(st.text(alphabet=st.characters(blacklist_characters="\r"), max_size=40), st.integers(0, 9))
+def test_bytes_data_frames_as_its_text_does(text: str, event_id: int) -> None:
+    framed = encode_event(text.encode(), id=event_id, event="e")
+    assert framed == encode_event(text, id=str(event_id), event="e")
+
+
+def test_json_bytes_frame_as_the_event_stream_sends_them() -> None:
+    assert encode_event(b'{"a":1}', id=7) == b'id: 7\ndata: {"a":1}\n\n'
+    assert encode_retry(3000) == b"retry: 3000\n\n"
+
+
+MARKED = (
+    b'data: {"x":1}\n\n: ping\n\ndata: {"usage":2}\n\n'
+    b'event: e\ndata: {"usage":3}\ndata: more\n\ndata: {"y":4}\n\n'
+)
+
+
+def marked_split(stream: bytes, cuts: list[int], max_event: int = 1 << 20) -> list[SSEEvent]:
+    reader = SSEMarkedEvents((b'"usage"',), max_event)
+    events: list[SSEEvent] = []
+    start = 0
+    for cut in sorted(cuts):
+        events += reader.decode(stream[start:cut])
+        start = cut
+    return events + reader.decode(stream[start:])
+
+
+@given(st.lists(st.integers(0, len(MARKED)), max_size=6))
+def test_marked_events_are_found_wherever_the_stream_is_cut(cuts: list[int]) -> None:
+    every = reference(MARKED)
+    expected = [e for e in every if '"usage"' in e.data]
+    for got in (marked_split(MARKED, cuts), marked_split(MARKED, list(range(len(MARKED))))):
+        # every marked event, once, in order; others only where they share a chunk
+        assert [e for e in got if '"usage"' in e.data] == expected
+        assert all(e in every for e in got)
+
+
+def test_marked_events_of_a_cr_stream_are_every_event() -> None:
+    stream = MARKED.replace(b"\n", b"\r\n")
+    assert marked_split(stream, [5, 40]) == reference(stream)
+
+
+def test_an_event_longer_than_the_limit_is_skipped() -> None:
+    long = b'data: {"usage":0,"pad":"' + b"x" * 100 + b'"}\n\n'
+    events = marked_split(long + MARKED, [30, 60, 90], max_event=64)
+    marked = [e.data for e in events if '"usage"' in e.data]
+    assert marked == ['{"usage":2}', '{"usage":3}\nmore']
+    reader = SSEMarkedEvents((b'"usage"',), 64)
+    reader.decode(long[:80])
+    assert reader.decode(b"\r\n") == [] and reader.closed  # CR stream: its end is not found
+
+
+def test_event_fields_keep_what_the_decoder_leaves_out() -> None:
+    head = b': hi\r\n\r\nevent: ping\r\n\r\nerror: {"x":1}\ndata:  two\n\nid: 4\n\npartial'
+    assert event_fields(head, 8) == [
+        [],
+        [(b"event", b"ping")],
+        [(b"error", b'{"x":1}'), (b"data", b" two")],
+        [(b"id", b"4")],
+        [(b"partial", b"")],
+    ]
+    assert len(event_fields(head, 2)) == 2  # the rest is not scanned

@@ -7,13 +7,17 @@ import asyncio
 import contextlib
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 import yaml
 
 from trimgate.config import Config, load_config, redacted
 from trimgate.errors import ConfigError, DecodeError
+
+if TYPE_CHECKING:  # imported where used: each command loads only what it needs
+    from trimgate.providers.catalog import CatalogEntry
+    from trimgate.trimming.pipeline import TrimPlan
 
 FORMATS = ("openai", "openai-responses", "anthropic", "gemini")
 DEFAULT_PATHS = {
@@ -116,8 +120,8 @@ def _trim(args: argparse.Namespace) -> int:
     from trimgate.providers.base import DecodeOptions
     from trimgate.providers.catalog import Catalog, CatalogEntry
     from trimgate.providers.registry import CODECS
-    from trimgate.proxy.forward import make_policy
     from trimgate.trimming.pipeline import plan
+    from trimgate.trimming.policy import make_policy
 
     config: Config = load_config(args.config)
     raw = sys.stdin.buffer.read() if args.file == "-" else _read(args.file)
@@ -160,15 +164,29 @@ def _trim(args: argparse.Namespace) -> int:
     tc = config.for_model(overrides.get(entry.name) if entry else None)
     window = entry.context_window if entry else tc.max_context_tokens
     policy = make_policy(
-        tc, window, decoded, budget=args.budget, max_input=entry.max_input if entry else None
+        tc.settings(),
+        window,
+        output_limit=decoded.output_limit,
+        hoistable=decoded.hoistable,
+        budget=args.budget,
+        max_input=entry.max_input if entry else None,
     )
     result = plan(decoded.conversation, policy)
     out = codec.encode(decoded, result, breadcrumb=tc.breadcrumb.text) if result.changed else body
     sys.stdout.buffer.write(orjson.dumps(out, option=orjson.OPT_INDENT_2) + b"\n")
+    report = _trim_report(wire, str(model) if model else None, entry, result)
+    sys.stderr.write(orjson.dumps(report).decode() + "\n")
+    return 0
+
+
+def _trim_report(
+    wire: str, model: str | None, entry: CatalogEntry | None, result: TrimPlan
+) -> dict[str, Any]:
+    """What ``trim`` reports on stderr: the plan's report as one JSON object."""
     r = result.report
-    report = {
+    return {
         "format": wire,
-        "model": str(model) if model else None,
+        "model": model,
         "catalog_entry": entry.name if entry else None,
         "trimmed": r.trimmed,
         "dropped_turns": r.dropped_turns,
@@ -182,8 +200,6 @@ def _trim(args: argparse.Namespace) -> int:
         "tool_results_capped": r.tool_results_capped,
         "changed": result.changed,
     }
-    sys.stderr.write(orjson.dumps(report).decode() + "\n")
-    return 0
 
 
 def _read(path: str) -> bytes:

@@ -17,6 +17,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from trimgate.errors import ConfigError
+from trimgate.trimming.policy import Settings, breadcrumb_tokens
 
 CONFIG_ENV = "TRIMGATE_CONFIG"
 DEFAULT_BREADCRUMB = "[earlier turns omitted to fit the context window]"
@@ -102,6 +103,27 @@ class TrimmingConfig(_Strict):
     media_tokens: int = Field(default=1600, ge=0)
     calibrate: bool = True
     reactive: ReactiveConfig = ReactiveConfig()
+
+    def settings(self) -> Settings:
+        """These keys as the plain values the trimming core reads."""
+        crumb = self.breadcrumb
+        return Settings(
+            max_context_tokens=self.max_context_tokens,
+            pruning_enabled=self.history_pruning.enabled,
+            pruning_max_tokens=self.history_pruning.max_tokens,
+            reserve_output=self.reserve_output_tokens,
+            max_messages=self.max_history_messages,
+            max_tool_result_chars=self.max_tool_result_chars,
+            orphan_sweep=self.orphan_sweep,
+            hoist=self.system_messages == "hoist",
+            breadcrumb=crumb.text,
+            placement=crumb.placement,
+            breadcrumb_tokens=breadcrumb_tokens(crumb.text, crumb.placement),
+            media_tokens=self.media_tokens,
+            calibrate=self.calibrate,
+            reactive=self.reactive.enabled,
+            max_retries=self.reactive.max_retries,
+        )
 
 
 class TrimmingOverride(_Strict):

@@ -116,13 +116,121 @@ class SSEDecoder:
             self._id = value
 
 
-def encode_event(data: str, *, event: str = "", id: str | None = None) -> bytes:
+def event_fields(head: bytes, limit: int) -> list[list[tuple[bytes, bytes]]]:
+    """The fields of a stream head's first ``limit`` blocks, for readers that must see
+    what ``SSEDecoder`` leaves out: data-less events, non-standard fields.
+
+    Each block (text up to a blank line; the head's unfinished tail is the last) is a list
+    of ``(field, value)``: line ends of every kind, comments and the space after the colon
+    handled as the decoder handles them. The rest of the head is not scanned.
+    """
+    if b"\r" in head:
+        head = head.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+    blocks: list[list[tuple[bytes, bytes]]] = []
+    for block in head.split(b"\n\n", limit)[:limit]:
+        fields: list[tuple[bytes, bytes]] = []
+        for line in block.split(b"\n"):
+            if not line or line[:1] == b":":
+                continue
+            field, sep, value = line.partition(b":")
+            if sep and value[:1] == b" ":
+                value = value[1:]
+            fields.append((field, value))
+        blocks.append(fields)
+    return blocks
+
+
+class SSEMarkedEvents:
+    """The events of a stream that may hold one of ``markers``, found without decoding the
+    rest.
+
+    The stream is cut at its event boundaries (a blank line) with C-level byte searches,
+    and only the stretches of whole events that hold a marker are decoded, so an event
+    without one may come with them (the caller reads each): reading a chunk costs a
+    ``find``, not a parse. Events are matched by their raw bytes, so a marker must
+    not span a line end. Once a CR shows up (line ends are not plain LF, so a boundary is
+    not a plain ``b"\\n\\n"``), every later event is decoded, by an ``SSEDecoder``. An event
+    longer than ``max_event`` bytes is skipped; in a CR stream one ends the reading
+    (``closed``).
+    """
+
+    __slots__ = ("_decoder", "_markers", "_max", "_parts", "_pending", "_skipping", "closed")
+
+    def __init__(self, markers: tuple[bytes, ...], max_event: int) -> None:
+        self._markers = markers
+        self._max = max_event
+        # the stream's bytes since its last event boundary, while it is cut by byte search
+        self._parts: list[bytes] = []
+        self._pending = 0
+        self._skipping = False  # inside an event too long to decode, until its end
+        self._decoder: SSEDecoder | None = None  # the full decoder, once CR line ends show up
+        self.closed = False
+
+    def decode(self, chunk: bytes) -> list[SSEEvent]:
+        if self.closed or not chunk:
+            return []
+        if self._decoder is not None:
+            return self._decoder.decode(chunk)
+        parts = self._parts
+        if b"\r" in chunk:
+            if self._skipping:  # an oversized event in a CR stream: its end is not found
+                self.closed = True
+                self._parts = []
+                return []
+            self._decoder = SSEDecoder()
+            self._parts = []
+            return self._decoder.decode(b"".join(parts) + chunk)
+        found = chunk.rfind(b"\n\n")
+        if found >= 0:
+            end = found + 2
+        elif chunk[:1] == b"\n" and parts and parts[-1][-1:] == b"\n":
+            end = 1  # the blank line straddles two chunks
+        else:
+            self._pending += len(chunk)
+            if self._skipping or self._pending > self._max:
+                # an event longer than the limit is not read: only its last byte is
+                # kept, to see a blank line that straddles two chunks
+                self._skipping = True
+                self._parts = [chunk[-1:]]
+            else:
+                parts.append(chunk)
+            return []
+        rest = chunk[end:]
+        self._parts = [rest] if rest else []
+        self._pending = len(rest)
+        if self._skipping:
+            # the skipped event ends at its first blank line; later events in this
+            # chunk up to ``end`` are whole and are read
+            self._skipping = False
+            straddled = chunk[:1] == b"\n" and parts[-1:] == [b"\n"]
+            first = 1 if straddled else chunk.find(b"\n\n") + 2
+            complete = chunk[first:end]
+        else:
+            complete = b"".join(parts) + chunk[:end] if parts else chunk[:end]
+        if complete and any(marker in complete for marker in self._markers):
+            return SSEDecoder().decode(complete)  # it starts and ends at a boundary
+        return []
+
+
+def encode_event(data: str | bytes, *, event: str = "", id: str | int | None = None) -> bytes:
+    """One event's frame. ``data`` as bytes (already UTF-8, e.g. serialised JSON) is
+    framed without a round trip through ``str`` when it holds no line end."""
+    if isinstance(data, bytes) and b"\n" not in data and b"\r" not in data:
+        head = b""
+        if isinstance(id, int):
+            head = b"id: %d\n" % id
+        elif id is not None:
+            head = b"id: %s\n" % id.encode()
+        if event:
+            head += b"event: %s\n" % event.encode()
+        return b"%sdata: %s\n\n" % (head, data)
+    text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
     parts: list[str] = []
     if id is not None:
         parts.append(f"id: {id}\n")
     if event:
         parts.append(f"event: {event}\n")
-    for line in data.split("\n"):
+    for line in text.split("\n"):
         parts.append(f"data: {line}\n")
     parts.append("\n")
     return "".join(parts).encode("utf-8")
@@ -130,3 +238,8 @@ def encode_event(data: str, *, event: str = "", id: str | None = None) -> bytes:
 
 def encode_comment(text: str = "") -> bytes:
     return f": {text}\n\n".encode()
+
+
+def encode_retry(milliseconds: int) -> bytes:
+    """The reconnection delay a client should wait after the stream ends."""
+    return b"retry: %d\n\n" % milliseconds

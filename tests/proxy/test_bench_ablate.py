@@ -42,7 +42,7 @@ async def test_the_chat_path_variants_switch_off_their_part(
     variant: str, make_stack: MakeStack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(forward, "_record", forward._record)  # restored after
-    monkeypatch.setattr(forward, "_UsageSniffer", forward._UsageSniffer)
+    monkeypatch.setattr(forward, "UsageSniffer", forward.UsageSniffer)
     ablate.patch(variant)
     stack = await make_stack()
     resp = await stack.client.post("/v1/chat/completions", json=openai_chat(8, model="small-1"))

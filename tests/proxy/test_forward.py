@@ -27,7 +27,8 @@ from tests.proxy.bodies import anthropic_messages, gemini_contents, openai_chat,
 from tests.proxy.conftest import MakeStack
 from trimgate.history import Message
 from trimgate.providers.openai_chat import _scan
-from trimgate.proxy.forward import Chat, _Retries
+from trimgate.proxy.examine import Chat
+from trimgate.proxy.retry import Retries
 
 CRUMB = "[earlier turns omitted to fit the context window]"
 CORPUS = yaml.safe_load((Path(__file__).parent.parent / "data" / "error_corpus.yaml").read_text())
@@ -299,7 +300,7 @@ async def test_the_body_sent_is_not_kept_while_the_answer_is_relayed(
     await resp.content.readany()  # the relay has begun; the rest is still to come
     (chat,) = [o for o in gc.get_objects() if type(o) is Chat]
     assert chat.send_body == b""
-    assert not [o for o in gc.get_objects() if type(o) is _Retries]
+    assert not [o for o in gc.get_objects() if type(o) is Retries]
     await resp.read()
 
 

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import gzip
 import zlib
-from types import SimpleNamespace
-from typing import Any
 
 import pytest
 
 from trimgate.providers.registry import CODECS
-from trimgate.proxy.forward import USAGE_JSON_LIMIT, _UsageSniffer
+from trimgate.proxy.usage import USAGE_JSON_LIMIT, UsageSniffer
 
 OPENAI_STREAM = (
     b'data: {"choices":[{"delta":{"role":"assistant","content":""}}],"usage":null}\n\n'
@@ -28,10 +26,10 @@ ANTHROPIC_STREAM = (
 )
 
 
-def sniffer(wire: str, headers: dict[str, str]) -> _UsageSniffer:
-    chat: Any = SimpleNamespace(codec=CODECS[wire])
-    resp: Any = SimpleNamespace(headers=headers)
-    return _UsageSniffer(chat, resp)
+def sniffer(wire: str, headers: dict[str, str]) -> UsageSniffer:
+    return UsageSniffer(
+        CODECS[wire], headers.get("Content-Type", ""), headers.get("Content-Encoding", "")
+    )
 
 
 def feed_split(wire: str, stream: bytes, cuts: list[int], **headers: str) -> int | None:
@@ -41,7 +39,7 @@ def feed_split(wire: str, stream: bytes, cuts: list[int], **headers: str) -> int
         s.feed(stream[start:cut])
         start = cut
     s.feed(stream[start:])
-    return s.prompt_tokens()
+    return s.prompt_tokens
 
 
 @pytest.mark.parametrize(
@@ -78,7 +76,7 @@ def test_json_answers_are_parsed_once_at_the_end() -> None:
     body = b'{"choices":[],"usage":{"prompt_tokens":77}}'
     s.feed(body[:10])
     s.feed(body[10:])
-    assert s.prompt_tokens() == 77
+    assert s.prompt_tokens == 77
 
 
 USAGE = b'data: {"choices":[],"usage":{"prompt_tokens":1234}}\n\n'

@@ -19,8 +19,6 @@ from trimgate.trimming.pipeline import TrimPlan
 
 JSON = Any  # parsed JSON (orjson.loads): dict / list / str / int / float / bool / None
 
-WIRE_FORMATS = ("openai", "openai-responses", "anthropic", "gemini")
-
 
 @dataclass(frozen=True, slots=True)
 class DecodeOptions:

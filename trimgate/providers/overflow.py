@@ -40,6 +40,8 @@ from typing import Any, Final
 
 import orjson
 
+from trimgate.sse import event_fields
+
 __all__ = ["MAX_BYTES", "Overflow", "detect_overflow", "detect_stream_overflow"]
 
 MAX_BYTES: Final = 64 * 1024
@@ -517,21 +519,15 @@ _MAX_EVENTS: Final = 8
 def _events(head: bytes) -> list[tuple[str, bytes | None]]:
     """(event name, data) of the first events; data is None for a block without data.
 
-    Only the first ``_MAX_EVENTS`` blocks are split off; the rest of the head is not
-    scanned. Comment lines (keep-alives) are dropped, ``data`` lines joined with LF.
+    Only the first ``_MAX_EVENTS`` blocks are read (``sse.event_fields``), data-less
+    blocks included: an ``event:`` line alone decides too. ``data`` lines are joined
+    with LF.
     """
-    if b"\r" in head:
-        head = head.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
     events: list[tuple[str, bytes | None]] = []
-    for block in head.split(b"\n\n", _MAX_EVENTS)[:_MAX_EVENTS]:
+    for fields in event_fields(head, _MAX_EVENTS):
         name = ""
         data: list[bytes] = []
-        for line in block.split(b"\n"):
-            if not line or line[:1] == b":":
-                continue
-            field, sep, value = line.partition(b":")
-            if sep and value[:1] == b" ":
-                value = value[1:]
+        for field, value in fields:
             if field == b"event":
                 name = value.decode("utf-8", "replace").strip()
             elif field == b"data":

@@ -22,7 +22,7 @@ import orjson
 from aiohttp import WSCloseCode, WSMsgType, web
 
 from trimgate.proxy.metrics import Metrics
-from trimgate.sse import encode_comment
+from trimgate.sse import encode_comment, encode_event, encode_retry
 
 BUFFER_SIZE = 1000
 QUEUE_SIZE = 256
@@ -122,11 +122,11 @@ class EventHub:
         last = _last_event_id(request)
         with self.subscribe() as sub:
             await resp.prepare(request)
-            await resp.write(b"retry: 3000\n\n")
+            await resp.write(encode_retry(3000))
             seen = 0
             if last is not None:
                 for event in self.since(last):
-                    await resp.write(_sse_frame(event))
+                    await resp.write(encode_event(event.data, id=event.id))
                     seen = event.id
             while True:
                 try:
@@ -138,7 +138,7 @@ class EventHub:
                     return resp  # the server is shutting down
                 if live.id <= seen:
                     continue  # already replayed from the buffer
-                await resp.write(_sse_frame(live))
+                await resp.write(encode_event(live.data, id=live.id))
 
     async def handle_ws(self, request: web.Request) -> web.WebSocketResponse:
         acp = request.query.get("format") == "acp"
@@ -172,10 +172,6 @@ async def _drain(ws: web.WebSocketResponse) -> None:
     async for msg in ws:
         if msg.type in (WSMsgType.CLOSE, WSMsgType.ERROR):
             break
-
-
-def _sse_frame(event: Event) -> bytes:
-    return b"id: %d\ndata: %s\n\n" % (event.id, event.data)
 
 
 def _last_event_id(request: web.Request) -> int | None:

@@ -6,7 +6,9 @@
    ``/v1beta/...`` gemini, everything else openai.
 
 The upstream URL is always ``base_url + path + query``: nothing from the
-request chooses the host.
+request chooses the host. Path safety (``refusal``) comes first: trimgate is not an open
+proxy (no CONNECT, no absolute-form target), and no path may climb out of an upstream's
+base path once decoded.
 """
 
 from __future__ import annotations
@@ -94,3 +96,29 @@ def _chat_format(method: str, path: str) -> tuple[str | None, bool]:
     if m:
         return "gemini", m.group(1) == "countTokens"
     return None, False
+
+
+NOT_AN_OPEN_PROXY = "trimgate is not an open proxy"
+_DOT_SEGMENT = re.compile(r"(?:^|/)(?:\.|%2e){1,2}(?:/|$)", re.IGNORECASE)
+
+
+def refusal(method: str, raw_path: str, path: str) -> str | None:
+    """Why a request is refused before routing, or None. ``raw_path`` is the target as
+    sent (without its query), ``path`` the same decoded."""
+    if method == "CONNECT" or not raw_path.startswith("/"):
+        return NOT_AN_OPEN_PROXY
+    if unsafe_path(raw_path, path):
+        return "dot segments and empty segments are not forwarded"
+    return None
+
+
+def unsafe_path(raw: str, decoded: str) -> bool:
+    """A path that could climb out of an upstream's base path once decoded."""
+    if "." not in raw and "%" not in raw and "//" not in raw and "\\" not in decoded:
+        return False  # the common path: nothing a dot segment could be made of
+    return (
+        "//" in raw
+        or _DOT_SEGMENT.search(raw) is not None
+        or _DOT_SEGMENT.search(decoded) is not None
+        or "\\" in decoded
+    )

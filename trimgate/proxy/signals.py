@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 
 from trimgate import logs
 from trimgate.proxy.events import EventHub
-from trimgate.proxy.metrics import Metrics
+from trimgate.proxy.metrics import Metrics, ModelMetrics
 from trimgate.trimming.pipeline import TrimReport
 
 log = logging.getLogger("trimgate")
@@ -90,22 +90,7 @@ def record(o: Outcome, metrics: Metrics, hub: EventHub, *, status: int) -> None:
     """Metrics, the event and the log lines of an examined request."""
     r = o.report
     mm = metrics.for_model(o.upstream, o.model_label)
-    mm.prompt_tokens.observe(r.tokens_after)
-    if r.budget > 0:
-        mm.utilization.observe(r.tokens_after / r.budget)
-    if o.overflows:
-        mm.context_overflows.inc(o.overflows)
-    if o.retries:
-        mm.reactive_retries.inc(o.retries)
-    if o.exhausted:
-        mm.trim_exhausted.inc()
-    if r.capped_messages:
-        mm.capped_messages.inc(r.capped_messages)
-    if r.orphans_removed:
-        mm.orphans_removed.inc(r.orphans_removed)
-    if r.tool_results_capped:
-        mm.tool_results_capped.inc(r.tool_results_capped)
-
+    _observe(o, mm)
     base = {
         "request_id": o.request_id,
         "upstream": o.upstream,
@@ -135,6 +120,45 @@ def record(o: Outcome, metrics: Metrics, hub: EventHub, *, status: int) -> None:
                 "shadow": o.shadow,
             },
         )
+    _warn(o, base)
+    if log.isEnabledFor(logging.INFO):  # one line per request: the hot path of logging
+        fields = {
+            "event": "request",
+            **base,
+            "status": status,
+            "trimmed": r.trimmed,
+            "tokens_before": r.tokens_before,
+            "tokens_after": r.tokens_after,
+            "budget": r.budget,
+            "retries": o.retries,
+            "shadow": o.shadow,
+        }
+        logs.line(log, logging.INFO, "request", fields)
+
+
+def _observe(o: Outcome, mm: ModelMetrics) -> None:
+    """The model's histograms and the counters of every request, trimmed or not."""
+    r = o.report
+    mm.prompt_tokens.observe(r.tokens_after)
+    if r.budget > 0:
+        mm.utilization.observe(r.tokens_after / r.budget)
+    if o.overflows:
+        mm.context_overflows.inc(o.overflows)
+    if o.retries:
+        mm.reactive_retries.inc(o.retries)
+    if o.exhausted:
+        mm.trim_exhausted.inc()
+    if r.capped_messages:
+        mm.capped_messages.inc(r.capped_messages)
+    if r.orphans_removed:
+        mm.orphans_removed.inc(r.orphans_removed)
+    if r.tool_results_capped:
+        mm.tool_results_capped.inc(r.tool_results_capped)
+
+
+def _warn(o: Outcome, base: Mapping[str, object]) -> None:
+    """A log line for each rule beyond the trim that fired, and for an exhausted retry."""
+    r = o.report
     if r.capped_messages:
         log.warning(
             "message cap fired",
@@ -155,19 +179,6 @@ def record(o: Outcome, metrics: Metrics, hub: EventHub, *, status: int) -> None:
             "context overflow persisted and nothing more could be dropped",
             extra={"event": "trim_exhausted", **base, "retries": o.retries},
         )
-    if log.isEnabledFor(logging.INFO):  # one line per request: the hot path of logging
-        fields = {
-            "event": "request",
-            **base,
-            "status": status,
-            "trimmed": r.trimmed,
-            "tokens_before": r.tokens_before,
-            "tokens_after": r.tokens_after,
-            "budget": r.budget,
-            "retries": o.retries,
-            "shadow": o.shadow,
-        }
-        logs.line(log, logging.INFO, "request", fields)
 
 
 def event_payload(o: Outcome) -> dict[str, object]:

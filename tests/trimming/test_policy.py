@@ -1,0 +1,116 @@
+"""The rules around a plan: policy, breadcrumb cost, the retry ladder, calibration."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from trimgate.config import TrimmingConfig
+from trimgate.trimming.budget import reactive_budget
+from trimgate.trimming.estimate import Calibration, text_tokens
+from trimgate.trimming.pipeline import Policy, TrimReport
+from trimgate.trimming.policy import (
+    MAX_CALIBRATED_MODELS,
+    Settings,
+    breadcrumb_tokens,
+    learned,
+    make_policy,
+    may_retry,
+    next_attempt,
+    planning_ratio,
+)
+
+CRUMB = "[earlier turns omitted]"
+
+
+def report(kept: int = 5, before: int = 10_000, after: int = 8_000) -> TrimReport:
+    return TrimReport(
+        trimmed=after < before,
+        dropped_turns=1,
+        dropped_messages=2,
+        kept_turns=kept,
+        tokens_before=before,
+        tokens_after=after,
+        budget=9_000,
+    )
+
+
+def test_settings_carry_the_configs_keys_as_plain_values() -> None:
+    tc = TrimmingConfig.model_validate(
+        {
+            "breadcrumb": {"text": CRUMB, "placement": "merge"},
+            "system_messages": "hoist",
+            "history_pruning": {"enabled": True, "max_tokens": 500},
+            "reactive": {"enabled": False, "max_retries": 2},
+        }
+    )
+    s = tc.settings()
+    assert (s.breadcrumb, s.placement, s.hoist) == (CRUMB, "merge", True)
+    assert (s.pruning_enabled, s.pruning_max_tokens) == (True, 500)
+    assert (s.reactive, s.max_retries) == (False, 2)
+    assert s.breadcrumb_tokens == breadcrumb_tokens(CRUMB, "merge")
+
+
+def test_the_breadcrumb_costs_what_its_placement_adds() -> None:
+    assert breadcrumb_tokens(CRUMB, "message") == text_tokens(CRUMB)
+    assert breadcrumb_tokens(CRUMB, "merge") == (len(CRUMB) + 2 + 3) // 4
+    assert breadcrumb_tokens(CRUMB, "none") == 0
+
+
+def test_make_policy_reserves_the_output_and_hoists_only_where_it_applies() -> None:
+    s = Settings(max_context_tokens=0, hoist=True, breadcrumb_tokens=9, max_messages=7)
+    p = make_policy(s, 10_000, output_limit=1_000, hoistable=False, request_budget=5_000)
+    assert p == Policy(budget=4_000, breadcrumb_tokens=9, max_messages=7, hoist=False)
+    assert make_policy(s, 10_000, hoistable=True, budget=123, ratio=1.5) == replace(
+        p, budget=123, hoist=True, ratio=1.5
+    )
+
+
+def test_a_retry_needs_reactive_retries_enforcement_and_more_than_one_turn() -> None:
+    s = Settings(max_context_tokens=0)
+    assert may_retry(s, report(kept=2), shadow=False)
+    assert not may_retry(s, report(kept=1), shadow=False)
+    assert not may_retry(s, report(kept=2), shadow=True)
+    assert not may_retry(replace(s, reactive=False), report(kept=2), shadow=False)
+    assert not may_retry(replace(s, max_retries=0), report(kept=2), shadow=False)
+
+
+@given(
+    st.integers(2, 500),
+    st.integers(1, 10**6),
+    st.none() | st.integers(1, 10**6),
+    st.none() | st.integers(1, 10**6),
+)
+def test_each_attempt_keeps_fewer_turns_within_the_reactive_budget(
+    kept: int, after: int, real: int | None, maximum: int | None
+) -> None:
+    first = Policy(budget=10**6, breadcrumb_tokens=8, placement="merge", hoist=True, ratio=1.2)
+    sent = report(kept=kept, after=after)
+    nxt = next_attempt(first, sent, real, maximum)
+    assert nxt.max_turns == kept - 1
+    assert nxt.budget == reactive_budget(after, real, maximum)
+    assert replace(nxt, budget=first.budget, max_turns=None) == first
+
+
+def test_calibration_learns_from_the_body_sent_in_raw_estimate_tokens() -> None:
+    s = Settings(max_context_tokens=0)
+    sent = report(before=20_000, after=10_000)
+    got = learned({}, "m", s, 15_000, sent, shadow=False, ratio=2.0)
+    assert got == Calibration(3.0, 0.06, 1)  # 15,000 over 10,000 / 2.0, at most 3.0
+    shadowed = learned({}, "m", s, 10_000, sent, shadow=True, ratio=1.0)
+    assert shadowed is not None and shadowed.ratio == 0.5  # the whole body went
+    assert learned({}, "m", s, None, sent, shadow=False, ratio=1.0) is None
+    assert learned({}, "m", replace(s, calibrate=False), 9, sent, shadow=False, ratio=1.0) is None
+
+
+def test_calibration_keeps_a_bounded_set_of_models() -> None:
+    s = Settings(max_context_tokens=0)
+    full = {f"m{i}": Calibration(1.5, 0.0, 1) for i in range(MAX_CALIBRATED_MODELS)}
+    sent = report()
+    assert learned(full, "new", s, 9_000, sent, shadow=False, ratio=1.0) is None
+    assert learned(full, "m1", s, 9_000, sent, shadow=False, ratio=1.0) is not None
+    assert planning_ratio(full, "m1", s) == 1.5
+    assert planning_ratio(full, "new", s) == 1.0
+    assert planning_ratio(full, "m1", replace(s, calibrate=False)) == 1.0

@@ -1,0 +1,225 @@
+"""Examine a chat request: body -> inflate -> decode -> policy -> plan -> body to send.
+
+Rules of this module:
+- No I/O of its own: bytes and headers in, a ``Chat`` (or the reason it is skipped) out.
+- Nothing a client sends is lost: a body that cannot be read (unknown encoding, bad
+  JSON, a shape the codec does not handle) is forwarded as it came, with the reason.
+- When the plan changes nothing, the original bytes are sent, not a re-encoding.
+- The parsed body and its conversation are freed before the send (``Chat``'s docstring).
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from trimgate.config import Config
+from trimgate.errors import DecodeError
+from trimgate.providers.base import Codec, Decoded, DecodeOptions
+from trimgate.providers.catalog import Catalog, CatalogEntry
+from trimgate.providers.registry import CODECS
+from trimgate.proxy.routing import Route
+from trimgate.trimming.estimate import Calibration
+from trimgate.trimming.pipeline import Policy, TrimReport, plan
+from trimgate.trimming.policy import Settings, make_policy, planning_ratio
+
+MODES = ("enforce", "shadow", "off")
+
+
+def decode_chat(
+    codec: Codec,
+    raw: bytes,
+    path: str,
+    options: DecodeOptions,
+    tool_texts: bool,
+    parsed: dict[str, Any] | None = None,
+) -> tuple[Decoded, dict[str, Any] | None]:
+    """The codec's decode of a chat body, and the parsed body if it was parsed (for a
+    second decode with other options: pass it as ``parsed``).
+
+    Sized from the bytes where the codec can (``decode_raw``: no parsed history to build
+    and free), else parsed. Raises ``DecodeError``, whose reason says why the body is
+    not trimmed.
+    """
+    if parsed is None:
+        decoded = codec.decode_raw(raw, path=path, options=options, tool_texts=tool_texts)
+        if decoded is not None:
+            return decoded, None
+        try:
+            parsed = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            raise DecodeError("invalid-json") from None
+        if not isinstance(parsed, dict):
+            raise DecodeError("not-an-object")
+    return codec.decode(parsed, path=path, options=options), parsed
+
+
+@dataclass(slots=True)
+class Chat:
+    """What an examined chat request needs while the upstream answers.
+
+    The parsed body (if it was parsed) and its ``Conversation`` are not kept: a 2 MB
+    history parses into about 5 MB of Python objects, which would otherwise live for
+    the whole upstream wait. Nor is a compressed body's inflated JSON. A reactive retry
+    inflates and decodes the body again (``replan``).
+    """
+
+    route: Route
+    codec: Codec
+    settings: Settings
+    policy: Policy
+    report: TrimReport  # of the first plan
+    label: str
+    shadow: bool
+    model: str | None
+    send_body: bytes  # what goes upstream first (the original bytes unless changed);
+    # emptied once sent, so that it is not held while the answer is relayed
+    body: bytes  # the request body as it came
+    encoding: str  # its Content-Encoding, "" when none
+    options: DecodeOptions
+    tool_texts: bool  # tool-result capping is configured: a decode fills their texts
+
+    def replan(self, policy: Policy, max_body: int) -> tuple[TrimReport, bytes]:
+        """A retry's report and body, from the body decoded as ``examine`` decoded it
+        (same items, same indices); what it decodes is freed on return, before the send."""
+        raw = self.body
+        if self.encoding:
+            inflated = decompress(raw, self.encoding, max_body)
+            if inflated is None:  # it inflated within the limit the first time
+                raise ValueError("the body no longer inflates")
+            raw = inflated
+        decoded, _ = decode_chat(self.codec, raw, self.route.path, self.options, self.tool_texts)
+        new_plan = plan(decoded.conversation, policy)
+        crumb = self.settings.breadcrumb
+        body = orjson.dumps(self.codec.encode(decoded, new_plan, breadcrumb=crumb))
+        return new_plan.report, body
+
+
+class Examiner:
+    """The config's trimming rules, resolved once: the catalog, each model's settings
+    and the decode options they imply."""
+
+    def __init__(self, config: Config) -> None:
+        user = [
+            CatalogEntry(name=m.name or m.match, match=m.match, context_window=m.context_window)
+            for m in config.models
+        ]
+        self.catalog = Catalog(user)
+        self.mode = config.trimming.mode
+        self.max_body = config.server.max_body_bytes
+        self.settings = config.trimming.settings()
+        self.overrides = {
+            (m.name or m.match): config.for_model(m.trimming).settings()
+            for m in config.models
+            if m.trimming
+        }
+        s = self.settings
+        self.options = DecodeOptions(breadcrumb=s.breadcrumb, media_tokens=s.media_tokens)
+        # Tool-result capping anywhere: decodes fill the results' texts (decode_raw)
+        self.caps = any(c.max_tool_result_chars > 0 for c in (s, *self.overrides.values()))
+
+    def examine(
+        self,
+        headers: Mapping[str, str],
+        route: Route,
+        body: bytes,
+        calibration: Mapping[str, Calibration],
+    ) -> tuple[Chat | None, str | None]:
+        """The examined chat, or None and why it is forwarded untouched (None: mode off)."""
+        assert route.wire_format is not None
+        mode = self._mode(headers)
+        if mode == "off":
+            return None, None
+        encoding = headers.get("Content-Encoding", "").lower().strip()
+        raw = decompress(body, encoding, self.max_body) if encoding else body
+        if raw is None:
+            return None, "compressed-body"
+        codec = CODECS[route.wire_format]
+        try:
+            decoded, parsed = decode_chat(codec, raw, route.path, self.options, self.caps)
+        except DecodeError as exc:
+            return None, exc.reason
+        if decoded.skip:
+            return None, decoded.skip
+        entry = self.catalog.lookup(decoded.model)
+        label = entry.name if entry else "other"  # bounded: a catalog name or "other"
+        settings = self.overrides.get(label, self.settings)
+        options = self._options_for(settings)
+        if options is not self.options:  # the model's own breadcrumb or media price
+            decoded, _ = decode_chat(codec, raw, route.path, options, self.caps, parsed)
+        policy = make_policy(
+            settings,
+            entry.context_window if entry else settings.max_context_tokens,
+            output_limit=decoded.output_limit,
+            hoistable=decoded.hoistable,
+            request_budget=int_header(headers.get("x-trimgate-budget")),
+            ratio=planning_ratio(calibration, label, settings),
+            max_input=entry.max_input if entry else None,
+        )
+        trim_plan = plan(decoded.conversation, policy)
+        shadow = mode == "shadow"
+        send_body = body  # forwarded as it came unless the plan changes it
+        if not shadow and trim_plan.changed:
+            crumb = settings.breadcrumb
+            send_body = orjson.dumps(codec.encode(decoded, trim_plan, breadcrumb=crumb))
+        # The parsed body, its conversation and the plan are freed on return (Chat's doc)
+        chat = Chat(
+            route=route,
+            codec=codec,
+            settings=settings,
+            policy=policy,
+            report=trim_plan.report,
+            label=label,
+            shadow=shadow,
+            model=decoded.model,
+            send_body=send_body,
+            body=body,
+            encoding=encoding,
+            options=options,
+            tool_texts=self.caps,
+        )
+        return chat, None
+
+    def _mode(self, headers: Mapping[str, str]) -> str:
+        """The request's ``x-trimgate-mode`` if it names a mode, else the configured one."""
+        mode = headers.get("x-trimgate-mode", "").lower() or self.mode
+        return mode if mode in MODES else self.mode
+
+    def _options_for(self, settings: Settings) -> DecodeOptions:
+        options = self.options
+        if settings.breadcrumb == options.breadcrumb and (
+            settings.media_tokens == options.media_tokens
+        ):
+            return options
+        return DecodeOptions(breadcrumb=settings.breadcrumb, media_tokens=settings.media_tokens)
+
+
+def int_header(value: str | None) -> int | None:
+    """A positive integer control header (``x-trimgate-budget``); anything else: None."""
+    if not value:
+        return None
+    try:
+        n = int(value.strip())
+    except ValueError:
+        return None
+    return n if n > 0 else None
+
+
+def decompress(body: bytes, encoding: str, limit: int) -> bytes | None:
+    """``body`` inflated (gzip / deflate), or None: another encoding, corrupt, or larger
+    than ``limit`` once inflated (never inflated past it)."""
+    if encoding not in ("gzip", "deflate", "x-gzip"):
+        return None
+    wbits = 16 + zlib.MAX_WBITS if encoding in ("gzip", "x-gzip") else zlib.MAX_WBITS
+    try:
+        d = zlib.decompressobj(wbits)
+        out = d.decompress(body, limit + 1)
+    except zlib.error:
+        return None
+    if len(out) > limit or d.unconsumed_tail:
+        return None
+    return out

@@ -1,0 +1,108 @@
+"""Reactive retries: on a recognised overflow, plan again with fewer turns and resend.
+
+Rules of this module:
+- A retry happens only before the first byte reaches the client: it wraps "send and read
+  enough to tell an overflow" (``relay.sniff_overflow``), never the relay.
+- What the next attempt keeps is decided in the core (``policy.may_retry``,
+  ``policy.next_attempt``: at least one turn fewer each time, so the ladder ends); this
+  module only wires that decision into tenacity, always with ``stop``.
+- The common path (no overflow) never builds the tenacity loop.
+- An answer replaced by a retry is closed; a bug while planning a retry sends the
+  provider's own answer back rather than a 500.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from tenacity import AsyncRetrying, retry_if_result, stop_after_attempt, wait_none
+
+from trimgate.proxy.examine import Chat
+from trimgate.proxy.relay import Attempt
+from trimgate.trimming.pipeline import TrimReport
+from trimgate.trimming.policy import may_retry, next_attempt
+
+log = logging.getLogger("trimgate")
+
+Sleep = Callable[[float], Awaitable[None]]
+Send = Callable[[bytes], Awaitable[Attempt]]  # one upstream attempt with this body
+Learn = Callable[[Chat, int | None, TrimReport], None]  # a provider count of a sent body
+
+
+@dataclass(slots=True)
+class Retries:
+    """The reactive loop's state: what was last sent and how it went."""
+
+    report: TrimReport  # of the body last sent
+    body: bytes
+    request_id: str
+    last: Attempt | None = None
+    retries: int = 0
+    overflows: int = 0
+
+
+async def send_with_retries(
+    chat: Chat, send: Send, request_id: str, *, sleep: Sleep, learn: Learn, max_body: int
+) -> tuple[Attempt, Retries]:
+    """The final attempt (to relay) and the loop's state, whose ``report`` is of the body
+    last sent. The caller drops the state before relaying: it holds that body."""
+    # the body sent is referenced by ``state`` only: freed when a retry replaces it
+    state = Retries(report=chat.report, body=chat.send_body, request_id=request_id)
+    chat.send_body = b""
+    final = await _attempt(chat, state, send)
+    if final.retry:
+        # tenacity runs only the retries: the common path pays nothing for it
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(chat.settings.max_retries),
+            retry=retry_if_result(lambda a: bool(a.retry)),
+            wait=wait_none(),
+            sleep=sleep,
+            retry_error_callback=lambda rs: rs.outcome.result() if rs.outcome else None,
+            reraise=True,
+        )
+        try:
+            final = await retrying(_retry, chat, state, send, learn, max_body)
+        except BaseException:  # cancelled between attempts, or a failed resend
+            if state.last is not None:
+                state.last.resp.close()  # the answer nobody will relay now
+            raise
+    state.body = b""  # sent: not held while the answer is relayed
+    state.last = None
+    return final, state
+
+
+async def _attempt(chat: Chat, state: Retries, send: Send) -> Attempt:
+    result = await send(state.body)
+    if result.overflow is not None:
+        state.overflows += 1
+        result.retry = may_retry(chat.settings, state.report, shadow=chat.shadow)
+    state.last = result
+    return result
+
+
+async def _retry(chat: Chat, state: Retries, send: Send, learn: Learn, max_body: int) -> Attempt:
+    """Plan again from the last overflow, dropping at least one more turn, and resend."""
+    last = state.last
+    assert last is not None and last.overflow is not None
+    previous = state.report
+    learn(chat, last.overflow.real, previous)
+    policy = next_attempt(chat.policy, previous, last.overflow.real, last.overflow.maximum)
+    try:
+        report, body = chat.replan(policy, max_body)
+    except Exception as exc:  # a bug: the provider's own answer goes back, not a 500
+        log.exception(
+            "planning a retry failed",
+            extra={
+                "event": "retry_error",
+                "error": type(exc).__name__,
+                "request_id": state.request_id,
+            },
+        )
+        last.retry = False
+        return last
+    last.resp.close()
+    state.report, state.body = report, body
+    state.retries += 1
+    return await _attempt(chat, state, send)
