@@ -318,7 +318,8 @@ _GEN_EXCLUDE_RE: Final = _p(
 # Words of errors that are never overflows, whatever else they say: billing, auth and
 # content safety (rate limits and quotas are ``_RATE_RE``).
 _NEVER_RE: Final = _p(
-    r"billing|credit balance|insufficient (?:balance|funds|credits?)|payment|arrears"
+    r"billing|credit balance|insufficient (?:balance|funds|credits?)|payment|arrears|afford"
+    r"|more credits|monthly limit|settings/(?:keys|credits)|upgrade to"
     r"|api[ _-]?key|unauthori[sz]ed|authenticat|forbidden|access denied|permission"
     r"|content (?:filter|management|policy)|safety|moderation|flagged|inappropriate"
     r"|sensitive|responsible ai|jailbreak|data_inspection|violat"
@@ -478,7 +479,9 @@ _NOT_FIXABLE: Final = Overflow(None, None)
 
 
 def _read_message(text: str) -> Overflow | None:
-    """The overflow a message states; ``_NOT_FIXABLE`` when the output alone fills it."""
+    """The overflow a message states; ``_NOT_FIXABLE`` when the output alone fills it.
+    A pattern that reads counts wins over one that only recognises the wording."""
+    countless: Overflow | None = None
     for pattern in _PATTERNS:
         match = pattern.search(text)
         if match is None:
@@ -512,8 +515,11 @@ def _read_message(text: str) -> Overflow | None:
             if available <= 0:
                 return _NOT_FIXABLE
             limit = available
-        return Overflow(real, limit)
-    return None
+        if real is not None or limit is not None:
+            return Overflow(real, limit)
+        if countless is None:  # keep looking for a pattern that also reads the counts
+            countless = Overflow(None, None)
+    return countless
 
 
 def _effective_status(http_status: int, facts: _Facts) -> int:
