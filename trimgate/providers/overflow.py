@@ -316,14 +316,69 @@ _GEN_EXCLUDE_RE: Final = _p(
     r"|\bitems?\b|\btools?\b|function|schema|stop sequences?|\bn\b must|embedding"
 )
 # Words of errors that are never overflows, whatever else they say: billing, auth and
-# content safety (rate limits and quotas are ``_RATE_RE``).
-_NEVER_RE: Final = _p(
-    r"billing|credit balance|insufficient (?:balance|funds|credits?)|payment|arrears|afford"
-    r"|more credits|monthly limit|settings/(?:keys|credits)|upgrade to"
-    r"|api[ _-]?key|unauthori[sz]ed|authenticat|forbidden|access denied|permission"
-    r"|content (?:filter|management|policy)|safety|moderation|flagged|inappropriate"
-    r"|sensitive|responsible ai|jailbreak|data_inspection|violat"
+# content safety (rate limits and quotas are ``_RATE_RE``). Plain substrings of the
+# lower-cased message: a case-insensitive alternation this long costs ~70 us a message.
+_NEVER_WORDS: Final = (
+    "billing",
+    "credit balance",
+    "insufficient balance",
+    "insufficient funds",
+    "insufficient credit",
+    "payment",
+    "arrears",
+    "afford",
+    "more credits",
+    "monthly limit",
+    "settings/keys",
+    "settings/credits",
+    "upgrade to",
+    "api key",
+    "api_key",
+    "api-key",
+    "apikey",
+    "unauthorized",
+    "unauthorised",
+    "authenticat",
+    "forbidden",
+    "access denied",
+    "permission",
+    "content filter",
+    "content management",
+    "content policy",
+    "safety",
+    "moderation",
+    "flagged",
+    "inappropriate",
+    "sensitive",
+    "responsible ai",
+    "jailbreak",
+    "data_inspection",
+    "violat",
 )
+# ``_RATE_RE`` runs only on a message holding one of these (it is a long alternation too).
+_RATE_HINTS: Final = (
+    "rate",
+    " per ",
+    "tpm",
+    "rpm",
+    "tpd",
+    "rpd",
+    "quota",
+    "too many requests",
+    "throttl",
+    "exhausted",
+    "insufficient",
+)
+
+
+def _never(text: str) -> bool:
+    """A rate-limit, quota, billing, auth or safety wording."""
+    low = text.lower()
+    if any(word in low for word in _NEVER_WORDS):
+        return True
+    return any(hint in low for hint in _RATE_HINTS) and _RATE_RE.search(text) is not None
+
+
 # Statuses (effective: HTTP or the code in the body) under which the generic rule may fire.
 _GENERIC_STATUSES: Final = frozenset({200, 400, 413, 422})
 
@@ -561,7 +616,7 @@ def _decide(http_status: int, facts: _Facts, patterns: Patterns = ()) -> Overflo
         return None
     if facts.codes & _NEVER_CODES:
         return None
-    if any(_RATE_RE.search(text) or _NEVER_RE.search(text) for text in facts.texts):
+    if any(map(_never, facts.texts)):
         return None
     found: Overflow | None = None
     for text in facts.texts:
