@@ -678,3 +678,36 @@ def test_operator_patterns() -> None:
 def test_operator_patterns_are_bounded(sources: list[str]) -> None:
     with pytest.raises(ValueError):
         overflow.compile_patterns(sources)
+
+
+# --------------------------------------------------------------------------- held out
+
+HELDOUT_PATH = CORPUS_PATH.parent / "error_heldout.yaml"
+
+
+def test_heldout_figures(capsys: pytest.CaptureFixture[str]) -> None:
+    loaded = yaml.safe_load(HELDOUT_PATH.read_text(encoding="utf-8"))
+    assert isinstance(loaded, list)
+    overflows = [e for e in loaded if e["overflow"]]
+    others = [e for e in loaded if not e["overflow"]]
+    assert {e["id"] for e in loaded}.isdisjoint({e["id"] for e in CORPUS})
+    missed: list[str] = []
+    false_positives: list[str] = []
+    for entry in loaded:
+        body = entry["body"].encode()
+        if entry["stream"]:
+            got = detect_stream_overflow(body, wire_format=entry["format"])
+        else:
+            got = detect_overflow(entry["status"], body, wire_format=entry["format"])
+        if entry["overflow"] and got is None:
+            missed.append(entry["id"])
+        if not entry["overflow"] and got is not None:
+            false_positives.append(entry["id"])
+    with capsys.disabled():
+        print(
+            f"\nheld-out: {len(overflows) - len(missed)}/{len(overflows)} overflows recognised, "
+            f"{len(false_positives)}/{len(others)} false positives; missed={missed} "
+            f"false_positives={false_positives}"
+        )
+    assert not false_positives
+    assert len(overflows) - len(missed) >= 0.98 * len(overflows)

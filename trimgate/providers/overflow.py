@@ -164,7 +164,7 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
     # OpenAI / Azure / vLLM / FastChat / DeepSeek
     _p(
         r"maximum context length is (?P<max>{N}) tokens?[.,]? however,? your messages resulted"
-        r" in (?P<real>{N}) tokens"
+        r" in (?:over )?(?P<real>{N}) tokens"
     ),
     # OpenAI / Azure / vLLM / DeepSeek / OpenRouter (itemised or not)
     _p(
