@@ -293,6 +293,9 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
     _p(r"context window exceeds limit"),
     # Baidu Qianfan / ERNIE
     _p(r"\bprompt tokens too long\b"),
+    # GitHub Models / Azure AI model inference (code tokens_limit_reached, HTTP 413): the
+    # tier's per-request input limit, which a shorter prompt meets
+    _p(r"request body too large for .{0,120}? model\. max size: (?P<max>{N}) tokens"),
     # vLLM (older): max_tokens defaulted to max_model_len - prompt_tokens went negative
     _p(r"max_tokens must be at least 1, got -\d+"),
 )
