@@ -501,6 +501,10 @@ def _walk_document(doc: Any, facts: _Facts, depth: int, *, error_status: bool) -
     choices = doc.get("choices")
     if isinstance(choices, list) and _walk_choices(choices, facts, depth):
         return True
+    if isinstance(doc.get("error_message"), str) and doc["error_message"]:
+        # DeepInfra's {"error_type": ..., "error_message": ...}, also as a stream chunk
+        _walk_error(doc, facts, depth)
+        return True
     if error_status:
         _walk_error(doc, facts, depth)
         return True
