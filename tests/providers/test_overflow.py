@@ -686,7 +686,7 @@ HELDOUT_PATH = CORPUS_PATH.parent / "error_heldout.yaml"
 
 
 def test_heldout_figures(capsys: pytest.CaptureFixture[str]) -> None:
-    loaded = yaml.safe_load(HELDOUT_PATH.read_text(encoding="utf-8"))
+    loaded = yaml.safe_load(HELDOUT_PATH.read_text(encoding="utf-8")) or []
     assert isinstance(loaded, list)
     overflows = [e for e in loaded if e["overflow"]]
     others = [e for e in loaded if not e["overflow"]]

@@ -296,6 +296,11 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
     # GitHub Models / Azure AI model inference (code tokens_limit_reached, HTTP 413): the
     # tier's per-request input limit, which a shorter prompt meets
     _p(r"request body too large for .{0,120}? model\. max size: (?P<max>{N}) tokens"),
+    # Cohere (the total counts the prompt and the prediction)
+    _p(
+        r"too many tokens: total number of tokens(?: \(prompt and prediction\))? cannot exceed"
+        r" (?P<max>{N}) - received (?P<total>{N})"
+    ),
     # vLLM (older): max_tokens defaulted to max_model_len - prompt_tokens went negative
     _p(r"max_tokens must be at least 1, got -\d+"),
 )
@@ -316,7 +321,7 @@ _GEN_EXCLUDE_RE: Final = _p(
     r"|maximum tokens you requested|generat"
     r"|\bbytes?\b|\b[kmg]i?b\b|megabytes|image|audio|video|file|attachment|document|pdf"
     r"|payload|request body|body size|string too long|expected a string|array too long"
-    r"|\bitems?\b|\btools?\b|function|schema|stop sequences?|\bn\b must|embedding"
+    r"|\bitems?\b|\btools?\b|function|schema|stop sequences?|\bn\b must|embedding|\bbatch\b"
 )
 # Words of errors that are never overflows, whatever else they say: billing, auth and
 # content safety (rate limits and quotas are ``_RATE_RE``). Plain substrings of the
