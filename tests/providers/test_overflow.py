@@ -81,8 +81,9 @@ def _error_body(message: str) -> bytes:
 def test_corpus_has_enough_real_entries() -> None:
     positives = [e for e in CORPUS if e["overflow"]]
     negatives = [e for e in CORPUS if not e["overflow"]]
-    assert len(positives) >= 40
-    assert len(negatives) >= 25
+    assert len(positives) >= 120
+    assert len(negatives) >= len(positives)
+    assert len({e["server"] for e in positives}) >= 35
     assert any(e["stream"] and e["overflow"] for e in CORPUS)
     assert any(e["stream"] and not e["overflow"] for e in CORPUS)
 

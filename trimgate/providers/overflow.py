@@ -362,6 +362,8 @@ _NEVER_WORDS: Final = (
     "jailbreak",
     "data_inspection",
     "violat",
+    "please wait",
+    "wait before",
 )
 # ``_RATE_RE`` runs only on a message holding one of these (it is a long alternation too).
 _RATE_HINTS: Final = (
