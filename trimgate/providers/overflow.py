@@ -301,6 +301,13 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
         r"too many tokens: total number of tokens(?: \(prompt and prediction\))? cannot exceed"
         r" (?P<max>{N}) - received (?P<total>{N})"
     ),
+    # Volcengine Ark (Doubao and hosted models): images and text together
+    _p(r"total tokens of image and text exceed max message tokens"),
+    # vLLM: "... maximum context length is L tokens. However, your request has P input tokens."
+    _p(
+        r"maximum context length is (?P<max>{N}) tokens?[.,]? however,? your request has"
+        r" (?P<real>{N}) input tokens"
+    ),
     # vLLM (older): max_tokens defaulted to max_model_len - prompt_tokens went negative
     _p(r"max_tokens must be at least 1, got -\d+"),
 )
