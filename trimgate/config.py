@@ -14,9 +14,18 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from trimgate.errors import ConfigError
+from trimgate.providers.overflow import Patterns, compile_patterns
 from trimgate.trimming.policy import Settings, breadcrumb_tokens
 
 CONFIG_ENV = "TRIMGATE_CONFIG"
@@ -54,6 +63,24 @@ class UpstreamConfig(_Strict):
     provider: Provider
     base_url: str
     prefix: str | None = None
+    # Regexes (case-insensitive) for this upstream's own "context window exceeded"
+    # wordings, matched on error messages only; named groups real / max give the counts.
+    overflow_patterns: tuple[str, ...] = ()
+    _compiled_patterns: Patterns = PrivateAttr(default=())
+
+    @field_validator("overflow_patterns")
+    @classmethod
+    def _patterns(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        compile_patterns(value)  # ValueError names the pattern that fails
+        return value
+
+    def model_post_init(self, context: Any, /) -> None:
+        self._compiled_patterns = compile_patterns(self.overflow_patterns)
+
+    @property
+    def compiled_overflow_patterns(self) -> Patterns:
+        """``overflow_patterns`` compiled once, for the overflow detectors' ``patterns``."""
+        return self._compiled_patterns
 
     @field_validator("base_url")
     @classmethod

@@ -81,8 +81,9 @@ def _error_body(message: str) -> bytes:
 def test_corpus_has_enough_real_entries() -> None:
     positives = [e for e in CORPUS if e["overflow"]]
     negatives = [e for e in CORPUS if not e["overflow"]]
-    assert len(positives) >= 40
-    assert len(negatives) >= 25
+    assert len(positives) >= 120
+    assert len(negatives) >= len(positives)
+    assert len({e["server"] for e in positives}) >= 35
     assert any(e["stream"] and e["overflow"] for e in CORPUS)
     assert any(e["stream"] and not e["overflow"] for e in CORPUS)
 
@@ -441,13 +442,279 @@ def test_no_regex_is_compiled_per_call(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*args: object, **kwargs: object) -> re.Pattern[str]:
         raise AssertionError("re.compile called at detection time")
 
+    patterns = overflow.compile_patterns([r"kv budget (?P<real>\d+)/(?P<max>\d+) spent"])
     monkeypatch.setattr(re, "compile", refuse)
     monkeypatch.setattr(re, "search", refuse)
     monkeypatch.setattr(re, "match", refuse)
     for entry in CORPUS:
         body = entry["body"].encode()
         if entry["stream"]:
-            detect_stream_overflow(body, wire_format=entry["format"])
+            detect_stream_overflow(body, wire_format=entry["format"], patterns=patterns)
         else:
-            detect_overflow(entry["status"], body, wire_format=entry["format"])
+            detect_overflow(entry["status"], body, wire_format=entry["format"], patterns=patterns)
     assert all(isinstance(p, re.Pattern) for p in overflow._PATTERNS)
+
+
+# --------------------------------------------------------------------------- later events
+
+
+ROLE_CHUNK = (
+    b'data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,'
+    b'"delta":{"role":"assistant","content":""},"finish_reason":null}]}\n\n'
+)
+TEXT_CHUNK = b'data: {"choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":null}]}\n\n'
+ERROR_EVENT = (
+    b'data: {"error":{"message":"prompt is too long: 210000 tokens > 200000 maximum",'
+    b'"type":"invalid_request_error"}}\n\n'
+)
+
+
+def test_error_after_an_empty_opener_is_read() -> None:
+    head = ROLE_CHUNK + ERROR_EVENT
+    assert detect_stream_overflow(head, wire_format="openai") == Overflow(210000, 200000)
+    assert overflow.stream_head_decided(ROLE_CHUNK) is False
+    assert overflow.stream_head_decided(head) is True
+    # After output, an error is no longer the stream's first word.
+    assert (
+        detect_stream_overflow(ROLE_CHUNK + TEXT_CHUNK + ERROR_EVENT, wire_format="openai") is None
+    )
+    anthropic_head = (
+        b"event: message_start\n"
+        b'data: {"type":"message_start","message":{"id":"m","content":[]}}\n\n'
+        b'event: content_block_start\ndata: {"type":"content_block_start","index":0,'
+        b'"content_block":{"type":"text","text":""}}\n\n'
+        b'event: error\ndata: {"type":"error","error":{"type":"invalid_request_error",'
+        b'"message":"prompt is too long: 5 tokens > 4 maximum"}}\n\n'
+    )
+    assert detect_stream_overflow(anthropic_head, wire_format="anthropic") == Overflow(5, 4)
+
+
+def test_per_event_detection_for_the_relay() -> None:
+    started = False
+    found: Overflow | None = None
+    for block in (ROLE_CHUNK, b": keep-alive\n\n", ERROR_EVENT):
+        found = found or overflow.detect_stream_event_overflow(
+            block, output_started=started, wire_format="openai"
+        )
+        started = started or overflow.stream_event_has_output(block)
+    assert found == Overflow(210000, 200000)
+    assert not started
+    # Once a chunk carried text, the same error event is not an overflow any more.
+    assert overflow.stream_event_has_output(TEXT_CHUNK)
+    assert (
+        overflow.detect_stream_event_overflow(
+            ERROR_EVENT, output_started=True, wire_format="openai"
+        )
+        is None
+    )
+    for quiet in (
+        ROLE_CHUNK,
+        b": ping\n\n",
+        ERROR_EVENT,
+        b'event: ping\ndata: {"type":"ping"}\n\n',
+    ):
+        assert not overflow.stream_event_has_output(quiet)
+    for loud in (TEXT_CHUNK, b"data: [DONE]\n\n", b"data: not json\n\n"):
+        assert overflow.stream_event_has_output(loud)
+
+
+# --------------------------------------------------------------------------- choice errors
+
+
+def test_error_inside_a_choice_with_status_200() -> None:
+    message = (
+        "This model's maximum context length is 4097 tokens. However, your messages resulted in "
+        "4619 tokens."
+    )
+    answer = {
+        "id": "gen-1",
+        "object": "chat.completion",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": ""},
+                "finish_reason": "error",
+                "error": {"code": 400, "message": message},
+            }
+        ],
+    }
+    body = orjson.dumps(answer)
+    assert detect_overflow(200, body, wire_format="openai") == Overflow(4619, 4097)
+    chunk = {
+        "id": "gen-1",
+        "object": "chat.completion.chunk",
+        "choices": [
+            {
+                "index": 0,
+                "delta": {"content": ""},
+                "finish_reason": "error",
+                "error": {"code": 400, "message": message},
+            }
+        ],
+    }
+    head = b"data: " + orjson.dumps(chunk) + b"\n\n"
+    assert detect_stream_overflow(head, wire_format="openai") == Overflow(4619, 4097)
+    # A normal choice quoting the same words is an answer.
+    quoted = {
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "stop",
+                "error": None,
+                "message": {"role": "assistant", "content": message},
+            }
+        ]
+    }
+    assert detect_overflow(200, orjson.dumps(quoted), wire_format="openai") is None
+
+
+# --------------------------------------------------------------------------- generic rule
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "Number of tokens (2662) exceeded maximum context length (512).",  # ctransformers
+        "Input length 1581 exceeds context length 1500",  # LM Studio (older)
+        "Your prompt is longer than the model's context window",
+    ],
+)
+def test_generic_rule_recognises_unlisted_wordings(message: str) -> None:
+    assert detect_overflow(400, _error_body(message), wire_format="openai") == Overflow(None, None)
+    assert detect_overflow(200, _error_body(message), wire_format="openai") == Overflow(None, None)
+    # Never on a 5xx (a server's own pool running out) nor on a success body.
+    assert detect_overflow(500, _error_body(message), wire_format="openai") is None
+    success = {"choices": [{"index": 0, "message": {"role": "assistant", "content": message}}]}
+    assert detect_overflow(200, orjson.dumps(success), wire_format="openai") is None
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "Prompt tokens limit exceeded: 230799 > 91442. To increase, visit "
+        "https://openrouter.ai/settings/keys and create a key with a higher monthly limit",
+        "The maximum tokens you requested exceeds the model limit of 32768",
+        "Invalid 'messages[1].content': string too long. Expected a string with maximum length "
+        "10485760, but got a string with length 10485761 instead.",
+        "Input data may contain inappropriate content.",
+        "The input token count exceeds your API key quota",
+        "image exceeds 5 MB maximum: 7340032 bytes > 5242880 bytes",
+        "max_tokens must be less than or equal to 16384, the maximum value for max_tokens is less "
+        "than the context_window for this model",
+    ],
+)
+def test_generic_rule_never_fires_on_look_alikes(message: str) -> None:
+    for status in (200, 400, 413):
+        assert detect_overflow(status, _error_body(message), wire_format="openai") is None
+
+
+# --------------------------------------------------------------------------- counts
+
+
+@pytest.mark.parametrize(
+    ("message", "expected"),
+    [
+        (
+            "length of prompt_tokens (147509) must be less than max_seq_len (65536).",
+            Overflow(147509, 65536),
+        ),
+        ("Input length 203743 exceeds the maximum length 202752", Overflow(203743, 202752)),
+        (
+            "The maximum context length of DeepSeek-V3-0324 is 32768. However, answering your "
+            "request will take 39732 tokens.",
+            Overflow(39732, 32768),
+        ),
+        (
+            "<400> InternalError.Algo.InvalidParameter: Range of input length should be "
+            "[1, 204800]",
+            Overflow(None, 204800),
+        ),
+        ("invalid params, context window exceeds limit (2013)", Overflow(None, None)),
+        (
+            "Requested token count exceeds the model's maximum context length of 262144 tokens. "
+            "You requested a total of 262462 tokens: 230462 tokens from the input messages and "
+            "32000 tokens for the completion.",
+            Overflow(230462, 230144),
+        ),
+    ],
+)
+def test_counts_of_new_wordings(message: str, expected: Overflow) -> None:
+    assert detect_overflow(400, _error_body(message), wire_format="openai") == expected
+
+
+# --------------------------------------------------------------------------- own patterns
+
+
+def test_operator_patterns() -> None:
+    patterns = overflow.compile_patterns([r"kv budget (?P<real>\d+)/(?P<max>\d+) spent"])
+    body = _error_body("KV budget 9000/8192 spent")
+    assert detect_overflow(400, body, wire_format="openai") is None
+    assert detect_overflow(400, body, wire_format="openai", patterns=patterns) == Overflow(
+        9000, 8192
+    )
+    event = b"event: error\ndata: " + body + b"\n\n"
+    assert detect_stream_overflow(event, wire_format="openai", patterns=patterns) == Overflow(
+        9000, 8192
+    )
+    # Error messages only: never a success body, and a rate limit still wins.
+    answer = {
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": "KV budget 1/1 spent"}}
+        ]
+    }
+    assert (
+        detect_overflow(200, orjson.dumps(answer), wire_format="openai", patterns=patterns) is None
+    )
+    assert detect_overflow(429, body, wire_format="openai", patterns=patterns) is None
+    bare = overflow.compile_patterns(["budget spent"])
+    assert detect_overflow(
+        400, _error_body("budget spent"), wire_format="openai", patterns=bare
+    ) == (Overflow(None, None))
+
+
+@pytest.mark.parametrize(
+    "sources",
+    [["("], [""], ["x" * (overflow.MAX_PATTERN_LENGTH + 1)], ["x"] * (overflow.MAX_PATTERNS + 1)],
+)
+def test_operator_patterns_are_bounded(sources: list[str]) -> None:
+    with pytest.raises(ValueError):
+        overflow.compile_patterns(sources)
+
+
+# --------------------------------------------------------------------------- held out
+
+HELDOUT_PATH = CORPUS_PATH.parent / "error_heldout.yaml"
+
+
+def test_heldout_figures(capsys: pytest.CaptureFixture[str]) -> None:
+    loaded = yaml.safe_load(HELDOUT_PATH.read_text(encoding="utf-8")) or []
+    assert isinstance(loaded, list)
+    overflows = [e for e in loaded if e["overflow"]]
+    others = [e for e in loaded if not e["overflow"]]
+    assert {e["id"] for e in loaded}.isdisjoint({e["id"] for e in CORPUS})
+    assert len(overflows) >= 40 and len(others) >= 40
+    missed: list[str] = []
+    false_positives: list[str] = []
+    wrong_counts: list[str] = []
+    for entry in loaded:
+        body = entry["body"].encode()
+        if entry["stream"]:
+            got = detect_stream_overflow(body, wire_format=entry["format"])
+        else:
+            got = detect_overflow(entry["status"], body, wire_format=entry["format"])
+        if entry["overflow"] and got is None:
+            missed.append(entry["id"])
+        if not entry["overflow"] and got is not None:
+            false_positives.append(entry["id"])
+        stated = "real" in entry or "maximum" in entry
+        if got is not None and stated and got != _expected(entry):
+            wrong_counts.append(entry["id"])
+    with capsys.disabled():
+        print(
+            f"\nheld-out: {len(overflows) - len(missed)}/{len(overflows)} overflows recognised, "
+            f"{len(false_positives)}/{len(others)} false positives; missed={missed} "
+            f"false_positives={false_positives} wrong_counts={wrong_counts}"
+        )
+    assert not false_positives
+    assert not wrong_counts
+    assert len(overflows) - len(missed) >= 0.98 * len(overflows)

@@ -14,7 +14,13 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from trimgate.history import Conversation
-from trimgate.providers.overflow import Overflow, detect_overflow, detect_stream_overflow
+from trimgate.providers.overflow import (
+    Overflow,
+    Patterns,
+    detect_overflow,
+    detect_stream_event_overflow,
+    detect_stream_overflow,
+)
 from trimgate.trimming.pipeline import TrimPlan
 
 JSON = Any  # parsed JSON (orjson.loads): dict / list / str / int / float / bool / None
@@ -64,12 +70,19 @@ class Codec(Protocol):
         """The body to forward: the original items that the plan keeps, in its order."""
         ...
 
-    def detect_overflow(self, status: int, body: bytes) -> Overflow | None:
-        """A context-window-exceeded answer (any status, 200 included)."""
+    def detect_overflow(self, status: int, body: bytes, patterns: Patterns = ()) -> Overflow | None:
+        """A context-window-exceeded answer (any status, 200 included). ``patterns``:
+        the upstream's ``overflow_patterns``, compiled."""
         ...
 
-    def detect_stream_overflow(self, head: bytes) -> Overflow | None:
+    def detect_stream_overflow(self, head: bytes, patterns: Patterns = ()) -> Overflow | None:
         """The first bytes of a 200 SSE stream that carry an overflow error."""
+        ...
+
+    def detect_stream_event_overflow(
+        self, event: bytes, *, output_started: bool, patterns: Patterns = ()
+    ) -> Overflow | None:
+        """One SSE event past the head: an overflow while no output has been relayed."""
         ...
 
     def usage(self, body: JSON) -> int | None:
@@ -92,8 +105,15 @@ class CodecBase:
     ) -> Decoded | None:
         return None
 
-    def detect_overflow(self, status: int, body: bytes) -> Overflow | None:
-        return detect_overflow(status, body, wire_format=self.wire_format)
+    def detect_overflow(self, status: int, body: bytes, patterns: Patterns = ()) -> Overflow | None:
+        return detect_overflow(status, body, wire_format=self.wire_format, patterns=patterns)
 
-    def detect_stream_overflow(self, head: bytes) -> Overflow | None:
-        return detect_stream_overflow(head, wire_format=self.wire_format)
+    def detect_stream_overflow(self, head: bytes, patterns: Patterns = ()) -> Overflow | None:
+        return detect_stream_overflow(head, wire_format=self.wire_format, patterns=patterns)
+
+    def detect_stream_event_overflow(
+        self, event: bytes, *, output_started: bool, patterns: Patterns = ()
+    ) -> Overflow | None:
+        return detect_stream_event_overflow(
+            event, output_started=output_started, wire_format=self.wire_format, patterns=patterns
+        )

@@ -42,9 +42,25 @@ import orjson
 
 from trimgate.sse import event_fields
 
-__all__ = ["MAX_BYTES", "Overflow", "detect_overflow", "detect_stream_overflow"]
+__all__ = [
+    "MAX_BYTES",
+    "MAX_PATTERNS",
+    "MAX_PATTERN_LENGTH",
+    "Overflow",
+    "Patterns",
+    "compile_patterns",
+    "detect_overflow",
+    "detect_stream_event_overflow",
+    "detect_stream_overflow",
+    "stream_event_has_output",
+    "stream_head_decided",
+]
 
 MAX_BYTES: Final = 64 * 1024
+MAX_PATTERNS: Final = 32  # upstreams.<name>.overflow_patterns: at most this many
+MAX_PATTERN_LENGTH: Final = 512  # characters each
+
+Patterns = tuple[re.Pattern[str], ...]  # compiled operator patterns (compile_patterns)
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,7 +166,7 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
     # OpenAI / Azure / vLLM / FastChat / DeepSeek
     _p(
         r"maximum context length is (?P<max>{N}) tokens?[.,]? however,? your messages resulted"
-        r" in (?P<real>{N}) tokens"
+        r" in (?:over )?(?P<real>{N}) tokens"
     ),
     # OpenAI / Azure / vLLM / DeepSeek / OpenRouter (itemised or not)
     _p(
@@ -260,9 +276,130 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
     _p(r"prompt too long: (?P<real>{N}) tokens exceeds max context window of (?P<max>{N}) tokens"),
     # kronk
     _p(r"the context window is full"),
+    # SambaNova
+    _p(
+        r"maximum context length of [^.]{0,80}? is (?P<max>{N})\.? however,? answering your"
+        r" request will take (?P<total>{N}) tokens"
+    ),
+    # SiliconFlow
+    _p(r"length of prompt_tokens \((?P<real>{N})\) must be less than max_seq_len \((?P<max>{N})\)"),
+    # Volcengine Ark / OpenAI-compatible
+    _p(r"input length (?P<real>{N}) exceeds the maximum length (?P<max>{N})"),
+    # Alibaba DashScope / Qwen (the range's upper bound is the input limit)
+    _p(r"range of input length should be \[1, ?(?P<max>{N})\]"),
+    # Ollama (llama-server runner)
+    _p(r"the prompt is longer than the context length"),
+    # Zhipu GLM (code 1261) / MLX servers
+    _p(r"\bprompt exceeds (?:the )?(?:model'?s )?max(?:imum)? (?:context )?length\b"),
+    # MiniMax: the number in parentheses is an error code, not a count
+    _p(r"context window exceeds limit"),
+    # Baidu Qianfan / ERNIE
+    _p(r"\bprompt tokens too long\b"),
+    # GitHub Models / Azure AI model inference (code tokens_limit_reached, HTTP 413): the
+    # tier's per-request input limit, which a shorter prompt meets
+    _p(r"request body too large for .{0,120}? model\. max size: (?P<max>{N}) tokens"),
+    # Cohere (the total counts the prompt and the prediction)
+    _p(
+        r"too many tokens: total number of tokens(?: \(prompt and prediction\))? cannot exceed"
+        r" (?P<max>{N}) - received (?P<total>{N})"
+    ),
+    # Volcengine Ark (Doubao and hosted models): images and text together
+    _p(r"total tokens of image and text exceed max message tokens"),
+    # vLLM: "... maximum context length is L tokens. However, your request has P input tokens."
+    _p(
+        r"maximum context length is (?P<max>{N}) tokens?[.,]? however,? your request has"
+        r" (?P<real>{N}) input tokens"
+    ),
     # vLLM (older): max_tokens defaulted to max_model_len - prompt_tokens went negative
     _p(r"max_tokens must be at least 1, got -\d+"),
 )
+
+# The generic rule (``_generic``): vocabulary for wordings no pattern lists.
+_GEN_CONTEXT_RE: Final = _p(
+    r"\bcontext(?:[ _-]?(?:window|length|size|limit))?\b|\bmax_?seq_?len\b|\bsequence length\b"
+)
+_GEN_SUBJECT_RE: Final = _p(r"\b(?:prompt|input|tokens?)\b")
+_GEN_LIMIT_RE: Final = _p(r"\b(?:max|maximum|limit|length|window|size|allowed)\b")
+_GEN_EXCESS_RE: Final = _p(
+    r"exceed|too (?:long|large|big|many tokens)|longer than|greater than|more than|larger than"
+    r"|must be (?:less|smaller|at most|<)|over the (?:limit|maximum)|is full\b|overflow"
+)
+# Output limits, byte or media sizes, request shapes: never a prompt that fits after a trim.
+_GEN_EXCLUDE_RE: Final = _p(
+    r"max_(?:new_|completion_|output_)?tokens|max_length|output tokens?|completion tokens?"
+    r"|maximum tokens you requested|generat"
+    r"|\bbytes?\b|\b[kmg]i?b\b|megabytes|image|audio|video|file|attachment|document|pdf"
+    r"|payload|request body|body size|string too long|expected a string|array too long"
+    r"|\bitems?\b|\btools?\b|function|schema|stop sequences?|\bn\b must|embedding|\bbatch\b"
+)
+# Words of errors that are never overflows, whatever else they say: billing, auth and
+# content safety (rate limits and quotas are ``_RATE_RE``). Plain substrings of the
+# lower-cased message: a case-insensitive alternation this long costs ~70 us a message.
+_NEVER_WORDS: Final = (
+    "billing",
+    "credit balance",
+    "insufficient balance",
+    "insufficient funds",
+    "insufficient credit",
+    "payment",
+    "arrears",
+    "afford",
+    "more credits",
+    "monthly limit",
+    "settings/keys",
+    "settings/credits",
+    "upgrade to",
+    "api key",
+    "api_key",
+    "api-key",
+    "apikey",
+    "unauthorized",
+    "unauthorised",
+    "authenticat",
+    "forbidden",
+    "access denied",
+    "permission",
+    "content filter",
+    "content management",
+    "content policy",
+    "safety",
+    "moderation",
+    "flagged",
+    "inappropriate",
+    "sensitive",
+    "responsible ai",
+    "jailbreak",
+    "data_inspection",
+    "violat",
+    "please wait",
+    "wait before",
+)
+# ``_RATE_RE`` runs only on a message holding one of these (it is a long alternation too).
+_RATE_HINTS: Final = (
+    "rate",
+    " per ",
+    "tpm",
+    "rpm",
+    "tpd",
+    "rpd",
+    "quota",
+    "too many requests",
+    "throttl",
+    "exhausted",
+    "insufficient",
+)
+
+
+def _never(text: str) -> bool:
+    """A rate-limit, quota, billing, auth or safety wording."""
+    low = text.lower()
+    if any(word in low for word in _NEVER_WORDS):
+        return True
+    return any(hint in low for hint in _RATE_HINTS) and _RATE_RE.search(text) is not None
+
+
+# Statuses (effective: HTTP or the code in the body) under which the generic rule may fire.
+_GENERIC_STATUSES: Final = frozenset({200, 400, 413, 422})
 
 # llama.cpp and LM Studio also say this when the shared KV pool runs out or generation
 # fills the window (a 500 server_error, also mid-stream); only a 4xx means the prompt.
@@ -377,10 +514,35 @@ def _walk_document(doc: Any, facts: _Facts, depth: int, *, error_status: bool) -
     if kind == "response.failed":
         _walk_error(doc, facts, depth)
         return True
+    choices = doc.get("choices")
+    if isinstance(choices, list) and _walk_choices(choices, facts, depth):
+        return True
+    if isinstance(doc.get("error_message"), str) and doc["error_message"]:
+        # DeepInfra's {"error_type": ..., "error_message": ...}, also as a stream chunk
+        _walk_error(doc, facts, depth)
+        return True
     if error_status:
         _walk_error(doc, facts, depth)
         return True
     return False
+
+
+def _walk_choices(choices: list[Any], facts: _Facts, depth: int) -> bool:
+    """Gateways that report an error inside a 200 answer's choice: ``finish_reason``
+    ``"error"`` with an ``error`` object (or message) in the choice. A choice without
+    an error is never read (its text is the model's answer)."""
+    found = False
+    for choice in choices[:_MAX_ITEMS]:
+        if not isinstance(choice, dict):
+            continue
+        error = choice.get("error")
+        if error in (None, False, "", {}, []):
+            continue
+        if choice.get("finish_reason") not in (None, "error"):
+            continue
+        _walk_error(error, facts, depth + 1)
+        found = True
+    return found
 
 
 # --------------------------------------------------------------------------- decision
@@ -395,7 +557,9 @@ _NOT_FIXABLE: Final = Overflow(None, None)
 
 
 def _read_message(text: str) -> Overflow | None:
-    """The overflow a message states; ``_NOT_FIXABLE`` when the output alone fills it."""
+    """The overflow a message states; ``_NOT_FIXABLE`` when the output alone fills it.
+    A pattern that reads counts wins over one that only recognises the wording."""
+    countless: Overflow | None = None
     for pattern in _PATTERNS:
         match = pattern.search(text)
         if match is None:
@@ -429,8 +593,11 @@ def _read_message(text: str) -> Overflow | None:
             if available <= 0:
                 return _NOT_FIXABLE
             limit = available
-        return Overflow(real, limit)
-    return None
+        if real is not None or limit is not None:
+            return Overflow(real, limit)
+        if countless is None:  # keep looking for a pattern that also reads the counts
+            countless = Overflow(None, None)
+    return countless
 
 
 def _effective_status(http_status: int, facts: _Facts) -> int:
@@ -442,12 +609,37 @@ def _effective_status(http_status: int, facts: _Facts) -> int:
     return http_status
 
 
-def _decide(http_status: int, facts: _Facts) -> Overflow | None:
+def _custom(text: str, patterns: Patterns) -> Overflow | None:
+    """An operator's pattern (``upstreams.<name>.overflow_patterns``) matching ``text``;
+    its named groups ``real`` / ``max``, when present, give the counts."""
+    for pattern in patterns:
+        match = pattern.search(text)
+        if match is None:
+            continue
+        groups = match.groupdict()
+        return Overflow(_num(groups.get("real")), _num(groups.get("max")))
+    return None
+
+
+def _generic(text: str) -> bool:
+    """A wording no table lists, judged on its vocabulary: an overflow names the
+    prompt or the context (``context``, ``prompt``, ``input``, ``tokens``...) and an
+    excess (``exceed``, ``too long``, ``longer than``...), and says nothing of an
+    output limit, a byte or media size, or content safety. Rate, quota, billing and
+    auth wordings never get here."""
+    if _GEN_EXCLUDE_RE.search(text) is not None or _GEN_EXCESS_RE.search(text) is None:
+        return False
+    if _GEN_CONTEXT_RE.search(text) is not None:
+        return True
+    return _GEN_SUBJECT_RE.search(text) is not None and _GEN_LIMIT_RE.search(text) is not None
+
+
+def _decide(http_status: int, facts: _Facts, patterns: Patterns = ()) -> Overflow | None:
     if http_status in _NEVER_STATUSES or any(s in _NEVER_STATUSES for s in facts.statuses):
         return None
     if facts.codes & _NEVER_CODES:
         return None
-    if any(_RATE_RE.search(text) for text in facts.texts):
+    if any(map(_never, facts.texts)):
         return None
     found: Overflow | None = None
     for text in facts.texts:
@@ -456,7 +648,15 @@ def _decide(http_status: int, facts: _Facts) -> Overflow | None:
             return None
         if result is not None and (found is None or (found.real is None and found.maximum is None)):
             found = result
+    if found is None and patterns:
+        for text in facts.texts:
+            found = _custom(text, patterns)
+            if found is not None:
+                break
     if found is None and facts.codes & _OVERFLOW_CODES:
+        found = Overflow(None, None)
+    status = _effective_status(http_status, facts)
+    if found is None and status in _GENERIC_STATUSES and any(map(_generic, facts.texts)):
         found = Overflow(None, None)
     if (
         found is None
@@ -478,22 +678,46 @@ def _has_hint(lowered: bytes) -> bool:
 # --------------------------------------------------------------------------- API
 
 
-def detect_overflow(status: int, body: bytes, *, wire_format: str) -> Overflow | None:
+def compile_patterns(sources: list[str] | tuple[str, ...]) -> Patterns:
+    """Compile ``upstreams.<name>.overflow_patterns`` once (case-insensitive).
+
+    Raises ``ValueError`` naming the pattern when there are more than ``MAX_PATTERNS``,
+    one is empty or longer than ``MAX_PATTERN_LENGTH``, or one does not compile.
+    """
+    if len(sources) > MAX_PATTERNS:
+        raise ValueError(f"at most {MAX_PATTERNS} patterns")
+    compiled: list[re.Pattern[str]] = []
+    for index, source in enumerate(sources):
+        if not source or len(source) > MAX_PATTERN_LENGTH:
+            raise ValueError(f"pattern {index}: 1 to {MAX_PATTERN_LENGTH} characters")
+        try:
+            compiled.append(re.compile(source, re.IGNORECASE))
+        except re.error as exc:
+            raise ValueError(f"pattern {index}: {exc}") from None
+    return tuple(compiled)
+
+
+def detect_overflow(
+    status: int, body: bytes, *, wire_format: str, patterns: Patterns = ()
+) -> Overflow | None:
     """The overflow a whole (small) response body states, whatever its status.
 
-    An error JSON sent with status 200 counts; a success body never does. A body
-    that is itself SSE text is read as a stream head. ``wire_format`` names the
-    endpoint's format; recognition does not depend on it because OpenAI-compatible
-    gateways relay every provider's envelope.
+    An error JSON sent with status 200 counts, and so does an error inside a 200
+    answer's choice (``finish_reason: "error"`` with an ``error``); a success body
+    never does. A body that is itself SSE text is read as a stream head.
+    ``wire_format`` names the endpoint's format; recognition does not depend on it
+    because OpenAI-compatible gateways relay every provider's envelope. ``patterns``
+    (from ``compile_patterns``) are the upstream's own overflow wordings, matched on
+    error messages only.
     """
     if not body or len(body) > MAX_BYTES:
         return None
     head = body[:64].lstrip()
     if head[:5] == b"data:" or head[:6] in (b"event:", b"error:") or head[:1] == b":":
-        return detect_stream_overflow(body, wire_format=wire_format)
+        return detect_stream_overflow(body, wire_format=wire_format, patterns=patterns)
     if status < 400 and b"error" not in body:  # JSON keys and types are lower-case
         return None
-    if not _has_hint(body.lower()):
+    if not patterns and not _has_hint(body.lower()):
         return None
     facts = _Facts()
     if head[:1] in (b"{", b"["):
@@ -507,13 +731,30 @@ def detect_overflow(status: int, body: bytes, *, wire_format: str) -> Overflow |
         facts.texts.append(body.decode("utf-8", "replace"))
     else:
         return None
-    return _decide(status, facts)
+    return _decide(status, facts, patterns)
 
 
 # SSE events that precede the first output without carrying any (skipped, not decisive).
 # A tuple, not a set: an event's "type" may be any JSON value, and a list is unhashable.
-_LIFECYCLE_TYPES: Final = ("response.created", "response.in_progress", "response.queued", "ping")
-_MAX_EVENTS: Final = 8
+_LIFECYCLE_TYPES: Final = (
+    "response.created",
+    "response.in_progress",
+    "response.queued",
+    "ping",
+    "message_start",
+)
+_MAX_EVENTS: Final = 16
+
+# Chat-chunk delta keys that carry output when non-empty.
+_DELTA_OUTPUT_KEYS: Final = (
+    "content",
+    "reasoning_content",
+    "reasoning",
+    "tool_calls",
+    "function_call",
+    "refusal",
+    "audio",
+)
 
 
 def _events(head: bytes) -> list[tuple[str, bytes | None]]:
@@ -525,77 +766,193 @@ def _events(head: bytes) -> list[tuple[str, bytes | None]]:
     """
     events: list[tuple[str, bytes | None]] = []
     for fields in event_fields(head, _MAX_EVENTS):
-        name = ""
-        data: list[bytes] = []
-        for field, value in fields:
-            if field == b"event":
-                name = value.decode("utf-8", "replace").strip()
-            elif field == b"data":
-                data.append(value)
-            elif field == b"error":  # older llama.cpp servers (llama.cpp#16104): non-standard
-                name = "error"
-                data.append(value)
-        if name or data:
-            events.append((name, b"\n".join(data) if data else None))
+        event = _named(fields)
+        if event is not None:
+            events.append(event)
     return events
 
 
+def _parse_event(block: bytes) -> tuple[str, bytes | None] | None:
+    blocks = event_fields(block, 1)
+    return _named(blocks[0]) if blocks else None
+
+
+def _named(fields: list[tuple[bytes, bytes]]) -> tuple[str, bytes | None] | None:
+    """(event name, data) of one block's fields; None for a block with neither."""
+    name = ""
+    data: list[bytes] = []
+    for field, value in fields:
+        if field == b"event":
+            name = value.decode("utf-8", "replace").strip()
+        elif field == b"data":
+            data.append(value)
+        elif field == b"error":  # older llama.cpp servers (llama.cpp#16104): non-standard
+            name = "error"
+            data.append(value)
+    if not name and not data:
+        return None
+    return name, b"\n".join(data) if data else None
+
+
+def _choice_has_output(choice: Any) -> bool:
+    if not isinstance(choice, dict):
+        return True
+    if choice.get("finish_reason") not in (None, ""):
+        return True
+    delta = choice.get("delta")
+    if isinstance(delta, dict):
+        return any(delta.get(key) not in (None, "", [], {}) for key in _DELTA_OUTPUT_KEYS)
+    text = choice.get("text")  # legacy completions
+    if isinstance(text, str):
+        return text != ""
+    return True
+
+
+def _doc_has_output(doc: Any) -> bool:
+    """Whether a parsed event (not an error) carries model output or otherwise settles
+    the stream as a normal one. Only empty openers are not output: a chat chunk whose
+    deltas hold nothing but a role (or empty text), an Anthropic ``message_start`` or
+    empty ``content_block_start``, a Responses lifecycle or empty ``added`` event."""
+    if not isinstance(doc, dict):
+        return True
+    kind = doc.get("type")
+    if isinstance(kind, str):
+        if kind in _LIFECYCLE_TYPES:
+            return False
+        if kind == "content_block_start":
+            block = doc.get("content_block")
+            return not (
+                isinstance(block, dict)
+                and block.get("type") in ("text", "thinking")
+                and not block.get("text")
+                and not block.get("thinking")
+            )
+        if kind in ("response.output_item.added", "response.content_part.added"):
+            return False
+        if kind.startswith(("response.", "message_")):
+            return True
+    choices = doc.get("choices")
+    if isinstance(choices, list):
+        if not choices:  # usage-only or empty opener chunk
+            return doc.get("usage") not in (None, {})
+        return any(_choice_has_output(choice) for choice in choices[:_MAX_ITEMS])
+    return True
+
+
+def _event_verdict(
+    name: str, payload: bytes | None, patterns: Patterns
+) -> tuple[bool, Overflow | None]:
+    """(decides, overflow) for one event: an error event decides (overflow or not), an
+    output event decides (no overflow), an empty opener or lifecycle event does not."""
+    if payload is None:
+        return name not in _LIFECYCLE_TYPES, None
+    payload = payload.strip()
+    if not payload:
+        return False, None
+    if payload == b"[DONE]":
+        return True, None
+    try:
+        doc = orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        return True, None
+    facts = _Facts()
+    if _walk_document(doc, facts, 0, error_status=name == "error"):
+        # An error event decides, whether or not it is an overflow.
+        if not patterns and not _has_hint(payload.lower()):
+            return True, None
+        return True, _decide(200, facts, patterns)
+    if name == "error":
+        return True, None
+    if name in _LIFECYCLE_TYPES:
+        return False, None
+    return _doc_has_output(doc), None
+
+
 def stream_head_decided(head: bytes) -> bool:
-    """Whether ``head`` holds a complete event that is not a lifecycle event or a
-    comment: the event that tells an overflow from a normal stream."""
+    """Whether ``head`` holds a complete event that tells an overflow from a normal
+    stream: an error event or one carrying output (not a comment, a lifecycle event or
+    an empty opener such as a role-only chunk), or ``_MAX_EVENTS`` events."""
     if b"\r" in head:
         head = head.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
     complete, sep, _ = head.rpartition(b"\n\n")
     if not sep:
         return False
-    for name, data in _events(complete + b"\n\n"):
-        kind = name
-        if data and not kind:
-            try:
-                parsed = orjson.loads(data)
-            except orjson.JSONDecodeError:
-                return True
-            kind = parsed.get("type", "") if isinstance(parsed, dict) else ""
-        if kind not in _LIFECYCLE_TYPES:
+    events = _events(complete + b"\n\n")
+    for name, data in events:
+        decides, _ = _event_verdict(name, data, ())
+        if decides:
             return True
-    return len(_events(complete)) >= _MAX_EVENTS
+    return len(events) >= _MAX_EVENTS
 
 
-def detect_stream_overflow(data: bytes, *, wire_format: str) -> Overflow | None:
+def detect_stream_overflow(
+    data: bytes, *, wire_format: str, patterns: Patterns = ()
+) -> Overflow | None:
     """The overflow an error event at the start of a 200 SSE stream states.
 
-    ``data`` is the raw beginning of the stream (only the first 64 KiB are read).
-    Comments, keep-alives and Responses lifecycle events are skipped; the first
+    ``data`` is the raw beginning of the stream (only the first 64 KiB, and its first
+    ``_MAX_EVENTS`` events, are read). Comments, keep-alives, lifecycle events and
+    empty openers (a role-only chat chunk, ``message_start``) are skipped; the first
     other event decides: an error event (``event: error``, ``data: {"error": ...}``,
-    ``type: error``, ``response.failed``) is read like an error body, anything else
-    (a normal first chunk) means no overflow. ``wire_format`` is accepted for
-    symmetry with ``detect_overflow``.
+    ``type: error``, ``response.failed``, a choice with ``finish_reason: "error"``) is
+    read like an error body, an event with output means no overflow. ``wire_format``
+    is accepted for symmetry with ``detect_overflow``.
     """
     head = data[:MAX_BYTES]
     if not head:
         return None
     for name, payload in _events(head):
-        if payload is None:
-            if name in _LIFECYCLE_TYPES:
-                continue
-            return None
-        payload = payload.strip()
-        if not payload:
-            continue
-        if payload == b"[DONE]":
-            return None
-        try:
-            doc = orjson.loads(payload)
-        except orjson.JSONDecodeError:
-            return None
-        facts = _Facts()
-        if _walk_document(doc, facts, 0, error_status=name == "error"):
-            # An error event decides, whether or not it is an overflow.
-            return _decide(200, facts) if _has_hint(payload.lower()) else None
-        if name == "error":
-            return None
-        kind = doc.get("type") if isinstance(doc, dict) else None
-        if name in _LIFECYCLE_TYPES or kind in _LIFECYCLE_TYPES:
-            continue
-        return None
+        decides, found = _event_verdict(name, payload, patterns)
+        if decides:
+            return found
     return None
+
+
+def detect_stream_event_overflow(
+    event: bytes, *, output_started: bool, wire_format: str, patterns: Patterns = ()
+) -> Overflow | None:
+    """The overflow one SSE event states, for a relay that reads events past the head.
+
+    ``event`` is one event block (its ``event:`` / ``data:`` lines, with or without
+    the blank line that ends it). Once output has started (``output_started``: an
+    earlier event had ``stream_event_has_output``), nothing is an overflow any more:
+    the client already has bytes, so the request cannot be resent.
+    """
+    if output_started or not event or len(event) > MAX_BYTES:
+        return None
+    if b"\r" in event:
+        event = event.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+    parsed = _parse_event(event.strip(b"\n"))
+    if parsed is None:
+        return None
+    return _event_verdict(parsed[0], parsed[1], patterns)[1]
+
+
+def stream_event_has_output(event: bytes) -> bool:
+    """Whether one SSE event block carries output (or otherwise settles the stream as a
+    normal one): after it, ``detect_stream_event_overflow`` is no longer asked.
+    Comments, lifecycle events, empty openers and error events are not output."""
+    if not event:
+        return False
+    if b"\r" in event:
+        event = event.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+    parsed = _parse_event(event.strip(b"\n"))
+    if parsed is None:
+        return False
+    name, payload = parsed
+    if payload is None:
+        return name not in _LIFECYCLE_TYPES
+    payload = payload.strip()
+    if not payload:
+        return False
+    if payload == b"[DONE]":
+        return True
+    try:
+        doc = orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        return True
+    if name == "error" or _walk_document(doc, _Facts(), 0, error_status=False):
+        return False
+    if name in _LIFECYCLE_TYPES:
+        return False
+    return _doc_has_output(doc)
