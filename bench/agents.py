@@ -41,6 +41,7 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from statistics import median
 from typing import Any
 
 import aiohttp
@@ -64,7 +65,6 @@ PROMPTS = (
     "Now read notes3.txt and say whether it agrees with the others.",
 )
 TIMEOUT = 240.0
-DEAD_PROXY = "http://127.0.0.1:9"  # anything not on loopback fails at once
 
 
 def free_port() -> int:
@@ -112,10 +112,12 @@ def install(prefix: Path) -> dict[str, str]:
 def make_workdir(base: Path) -> Path:
     work = base / "work"
     work.mkdir(parents=True)
-    (work / "AGENTS.md").write_text(
+    memory = (
         f"# Project notes for agents\n\nMarker {AGENTS_MD_MARK}. Keep answers short. "
         "Never modify the notes files.\n"
     )
+    for name in ("AGENTS.md", "CLAUDE.md", "GEMINI.md"):  # each agent's project file
+        (work / name).write_text(memory)
     for i in (1, 2, 3):
         para = (
             f"Note {i}: the build uses plain make; tests live under tests/; line {{n}} of filler.\n"
@@ -124,7 +126,41 @@ def make_workdir(base: Path) -> Path:
     return work
 
 
-def _env(home: Path, extra: dict[str, str]) -> dict[str, str]:
+class EgressTrap:
+    """An HTTP proxy on loopback that forwards nothing: the agents get it as
+    HTTP(S)_PROXY, so whatever they try to reach beyond loopback (and that honours
+    the proxy variables) is answered 403 here and written down."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+        self.server: asyncio.Server | None = None
+        self.url = ""
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(Exception):
+            line = await asyncio.wait_for(reader.readline(), 5)
+            parts = line.decode(errors="replace").split()
+            if len(parts) >= 2:
+                self.seen.append(f"{parts[0]} {parts[1][:120]}")
+            writer.write(
+                b"HTTP/1.1 403 Forbidden\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+            )
+            await writer.drain()
+        writer.close()
+
+    async def __aenter__(self) -> EgressTrap:
+        self.server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        port = self.server.sockets[0].getsockname()[1]
+        self.url = f"http://127.0.0.1:{port}"
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self.server is not None:
+            self.server.close()
+            await self.server.wait_closed()
+
+
+def _env(home: Path, extra: dict[str, str], proxy: str) -> dict[str, str]:
     keep = {
         k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "TERM", "TMPDIR")
     }
@@ -132,10 +168,10 @@ def _env(home: Path, extra: dict[str, str]) -> dict[str, str]:
         **keep,
         "HOME": str(home),
         "XDG_CONFIG_HOME": str(home / ".config"),
-        "HTTP_PROXY": DEAD_PROXY,
-        "HTTPS_PROXY": DEAD_PROXY,
-        "http_proxy": DEAD_PROXY,
-        "https_proxy": DEAD_PROXY,
+        "HTTP_PROXY": proxy,
+        "HTTPS_PROXY": proxy,
+        "http_proxy": proxy,
+        "https_proxy": proxy,
         "NO_PROXY": "127.0.0.1,localhost",
         "no_proxy": "127.0.0.1,localhost",
         "NO_COLOR": "1",
@@ -149,8 +185,7 @@ def codex_commands(
 ) -> tuple[list[list[str]], dict[str, str]]:
     provider = (
         f'{{name="fake", base_url="{base_url}/v1", env_key="FAKE_OPENAI_API_KEY", '
-        'wire_api="responses", supports_websockets=true, request_max_retries=1, '
-        "stream_max_retries=1}"
+        'wire_api="responses", supports_websockets=true}'
     )
     common = [
         "--skip-git-repo-check",
@@ -169,6 +204,8 @@ def codex_commands(
         "analytics.enabled=false",
         "-c",
         'otel.exporter="none"',
+        *("--disable", "plugins", "--disable", "remote_plugin", "--disable", "apps"),
+        *("--disable", "in_app_updates", "--disable", "browser_use"),
     ]
     exe = str(bins / "codex")
     cmds = [
@@ -377,6 +414,10 @@ class Run:
     preamble_first: dict[str, bool] = field(default_factory=dict)
     other_paths: list[str] = field(default_factory=list)
     first_prompt_max: int = 0  # the largest request before the second prompt
+    egress: list[str] = field(default_factory=list)  # what reached the egress trap
+    ws_fallback_s: list[float] = field(default_factory=list)
+    walls: list[float] = field(default_factory=list)  # every repetition's wall_s
+    failures: int = 0  # repetitions that did not finish both prompts
 
     @property
     def ok(self) -> bool:
@@ -406,17 +447,12 @@ def _has_tools(body: Any) -> bool:
 
 def preamble(agent: str, body: Any) -> dict[str, bool]:
     text = json.dumps(body)
+    mark = AGENTS_MD_MARK in text
     if agent == "codex":
-        return {
-            "AGENTS.md": AGENTS_MD_MARK in text,
-            "<environment_context>": "<environment_context>" in text,
-        }
+        return {"AGENTS.md": mark, "<environment_context>": "<environment_context>" in text}
     if agent == "claude":
-        return {"<system-reminder>": "<system-reminder>" in text}
-    return {
-        "session context": "This is the Gemini CLI" in text,
-        "AGENTS.md/GEMINI.md": AGENTS_MD_MARK in text,
-    }
+        return {"CLAUDE.md": mark, "<system-reminder>": "<system-reminder>" in text}
+    return {"GEMINI.md": mark, "session context": "This is the Gemini CLI" in text}
 
 
 async def run_agent(
@@ -427,9 +463,12 @@ async def run_agent(
     bins: Path,
     window: int | None,
     logdir: Path,
+    trap: EgressTrap,
 ) -> Run:
     run = Run(agent, target, fake.websocket, window=window)
     second_started = float("inf")
+    starts: list[float] = []
+    egress_before = len(trap.seen)
     fake.records.clear()
     model = MODELS[agent]
     fake.script.windows = {model: window} if window else {}
@@ -447,10 +486,11 @@ async def run_agent(
                     serve_trimgate(fake_url, {model: window or 10_000_000}, logdir)
                 )
             cmds, extra = SETUPS[agent](bins, url, work, home)
-            env = _env(home, extra)
+            env = _env(home, extra, trap.url)
             for i, argv in enumerate(cmds):
+                starts.append(time.time())
                 if i == 1:
-                    second_started = time.time()
+                    second_started = starts[-1]
                 rc, out, wall = await run_cmd(argv, env, work, log)
                 run.rcs.append(rc)
                 run.answers.append(out.strip()[-300:])
@@ -480,6 +520,14 @@ async def run_agent(
     finally:
         shutil.rmtree(base, ignore_errors=True)
     recs = list(fake.records)
+    run.egress = sorted(set(trap.seen[egress_before:]))
+    # per invocation: from its first WebSocket handshake to its first HTTP model request
+    for lo, hi in zip(starts, [*starts[1:], float("inf")], strict=True):
+        mine = [r for r in recs if lo <= r.at < hi]
+        shake = next((r.at for r in mine if r.transport == "ws-handshake"), None)
+        post = next((r.at for r in mine if r.transport == "http" and r.fmt == FMT[agent]), None)
+        if shake is not None and post is not None:
+            run.ws_fallback_s.append(round(post - shake, 3))
     for rec in recs:
         run.transports[rec.transport] = run.transports.get(rec.transport, 0) + 1
         if rec.transport == "ws-handshake":
@@ -525,7 +573,7 @@ COLUMNS = (
     "transport seen by the fake",
     "exit codes",
     "final answer",
-    "wall s",
+    "wall s (median of N)",
     "vs direct",
     "model requests (overflows)",
     "prompt tokens first → max (window)",
@@ -544,8 +592,8 @@ def _trims(r: Run) -> str:
 
 
 def _answer(r: Run) -> str:
-    if r.ok:
-        return f"{DONE_MARK} x{len(r.answers)}"
+    if not r.failures:
+        return f"{DONE_MARK} x{len(r.answers)}, {len(r.walls)}/{len(r.walls)} runs"
     last = r.answers[-1].splitlines()[-1] if r.answers and r.answers[-1] else "(none)"
     return last[:60].replace("|", "/")
 
@@ -562,8 +610,8 @@ def table(runs: list[Run]) -> str:
             transport_of(r),
             str(r.rcs),
             _answer(r),
-            f"{r.wall_s:.1f}",
-            f"{r.wall_s - d.wall_s:+.1f}" if d and r is not d else "",
+            f"{median(r.walls):.2f} ({len(r.walls)})",
+            f"{median(r.walls) - median(d.walls):+.2f}" if d and r is not d else "",
             f"{r.requests} ({r.overflows})",
             f"{r.first_tokens} → {r.max_tokens} ({r.window or '-'})",
             _trims(r),
@@ -571,6 +619,32 @@ def table(runs: list[Run]) -> str:
         ]
         rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows)
+
+
+def notes(runs: list[Run]) -> str:
+    lines = []
+    for r in runs:
+        label = f"{r.agent} {r.target}" + (
+            f" (fake WS {'offered' if r.fake_ws else 'refused'})" if r.agent == "codex" else ""
+        )
+        bits = []
+        if r.handshakes:
+            up = sum(
+                1 for h in r.handshakes if h["headers"].get("upgrade", "").lower() == "websocket"
+            )
+            codes = sorted({h["status"] for h in r.handshakes})
+            bits.append(
+                f"{len(r.handshakes)} WS handshakes answered {codes}, "
+                f"{up} of them still carrying Upgrade: websocket at the fake"
+            )
+        if r.ws_fallback_s:
+            bits.append(f"first WS handshake to first HTTP request: {r.ws_fallback_s} s per prompt")
+        if r.other_paths:
+            bits.append(f"other paths: {sorted(set(r.other_paths))}")
+        bits.append(f"egress trap saw: {r.egress or 'nothing'}")
+        bits.append(f"walls: {[round(w, 2) for w in r.walls]}")
+        lines.append(f"- {label}: " + "; ".join(bits))
+    return "\n".join(lines)
 
 
 def choose_window(d: Run) -> int | None:
@@ -591,19 +665,31 @@ async def amain(args: argparse.Namespace) -> int:
     bins = prefix / "node_modules" / ".bin"
     print("agents:", versions, flush=True)
     fake = AgentFake(script=Script(rounds=args.rounds))
-    runs: list[Run] = []
-    async with serve_fake(fake) as fake_url:
-        for agent in args.only:
-            for ws in (True, False) if agent == "codex" else (False,):
-                fake.websocket = ws
-                d = await run_agent(agent, "direct", fake, fake_url, bins, None, logdir)
-                runs.append(d)
-                print(json.dumps(asdict(d))[:2000], flush=True)
-                w = choose_window(d) if args.window is None else args.window
-                t = await run_agent(agent, "trimgate", fake, fake_url, bins, w, logdir)
-                runs.append(t)
-                print(json.dumps(asdict(t))[:2000], flush=True)
-    md = table(runs)
+    every: list[Run] = []
+    merged: dict[tuple[str, bool, str], Run] = {}  # the first repetition, with every wall
+    windows: dict[tuple[str, bool], int | None] = {}
+    async with serve_fake(fake) as fake_url, EgressTrap() as trap:
+        for rep in range(args.repeat):
+            for agent in args.only:
+                for ws in (True, False) if agent == "codex" else (False,):
+                    fake.websocket = ws
+                    for target in ("direct", "trimgate"):
+                        w = windows.get((agent, ws)) if target == "trimgate" else None
+                        r = await run_agent(agent, target, fake, fake_url, bins, w, logdir, trap)
+                        every.append(r)
+                        first = merged.setdefault((agent, ws, target), r)
+                        first.walls.append(r.wall_s)
+                        first.failures += not r.ok
+                        if target == "direct" and (agent, ws) not in windows:
+                            windows[agent, ws] = args.window or choose_window(r)
+                        print(
+                            f"[{rep + 1}/{args.repeat}] {agent} {target} fake-ws={ws}: "
+                            f"rc={r.rcs} wall={r.wall_s:.2f}s trims={r.trims} "
+                            f"requests={r.requests} overflows={r.overflows}",
+                            flush=True,
+                        )
+    runs = list(merged.values())
+    md = table(runs) + "\n\n" + notes(runs)
     print(md)
     meta = {
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
@@ -616,16 +702,17 @@ async def amain(args: argparse.Namespace) -> int:
         "rounds": args.rounds,
     }
     (OUT / "agents.json").write_text(
-        json.dumps({"meta": meta, "runs": [asdict(r) for r in runs]}, indent=1)
+        json.dumps({"meta": meta, "runs": [asdict(r) for r in every]}, indent=1)
     )
     (OUT / "agents.md").write_text(md + "\n")
-    return 0 if all(r.ok for r in runs) else 1
+    return 0 if all(r.ok for r in every) else 1
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--only", nargs="+", choices=list(PACKAGES), default=list(PACKAGES))
     ap.add_argument("--rounds", type=int, default=3, help="tool calls the fake asks for per prompt")
+    ap.add_argument("--repeat", type=int, default=3, help="runs of each agent and target")
     ap.add_argument(
         "--window",
         type=int,
