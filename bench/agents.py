@@ -181,11 +181,11 @@ def _env(home: Path, extra: dict[str, str], proxy: str) -> dict[str, str]:
 
 
 def codex_commands(
-    bins: Path, base_url: str, work: Path, home: Path
+    bins: Path, base_url: str, work: Path, home: Path, client_ws: bool
 ) -> tuple[list[list[str]], dict[str, str]]:
     provider = (
         f'{{name="fake", base_url="{base_url}/v1", env_key="FAKE_OPENAI_API_KEY", '
-        'wire_api="responses", supports_websockets=true}'
+        f'wire_api="responses", supports_websockets={str(client_ws).lower()}}}'
     )
     common = [
         "--skip-git-repo-check",
@@ -222,7 +222,7 @@ def codex_commands(
 
 
 def claude_commands(
-    bins: Path, base_url: str, work: Path, home: Path
+    bins: Path, base_url: str, work: Path, home: Path, client_ws: bool
 ) -> tuple[list[list[str]], dict[str, str]]:
     exe = str(bins / "claude")
     common = [
@@ -255,7 +255,7 @@ def claude_commands(
 
 
 def gemini_commands(
-    bins: Path, base_url: str, work: Path, home: Path
+    bins: Path, base_url: str, work: Path, home: Path, client_ws: bool
 ) -> tuple[list[list[str]], dict[str, str]]:
     settings = {
         "security": {"auth": {"selectedType": "gemini-api-key"}, "folderTrust": {"enabled": False}},
@@ -397,6 +397,7 @@ class Run:
     agent: str
     target: str  # "direct" | "trimgate"
     fake_ws: bool
+    client_ws: bool  # Codex: supports_websockets in its provider entry
     rcs: list[int] = field(default_factory=list)
     answers: list[str] = field(default_factory=list)
     wall_s: float = 0.0
@@ -455,6 +456,18 @@ def preamble(agent: str, body: Any) -> dict[str, bool]:
     return {"GEMINI.md": mark, "session context": "This is the Gemini CLI" in text}
 
 
+def ws_label(r: Run) -> str:
+    if r.agent != "codex":
+        return "-"
+    if not r.client_ws:
+        return "off in Codex"
+    return "offered" if r.fake_ws else "refused"
+
+
+def _suffix(r: Run) -> str:
+    return "" if r.agent != "codex" else "-" + ws_label(r).replace(" ", "-")
+
+
 async def run_agent(
     agent: str,
     target: str,
@@ -464,8 +477,9 @@ async def run_agent(
     window: int | None,
     logdir: Path,
     trap: EgressTrap,
+    client_ws: bool = True,
 ) -> Run:
-    run = Run(agent, target, fake.websocket, window=window)
+    run = Run(agent, target, fake.websocket, client_ws, window=window)
     second_started = float("inf")
     starts: list[float] = []
     egress_before = len(trap.seen)
@@ -477,7 +491,7 @@ async def run_agent(
         work = make_workdir(base)
         home = base / "home"
         home.mkdir()
-        log = logdir / f"{agent}-{target}{'-ws' if fake.websocket else ''}.log"
+        log = logdir / f"{agent}-{target}{_suffix(run)}.log"
         log.unlink(missing_ok=True)
         async with contextlib.AsyncExitStack() as stack:
             url = fake_url
@@ -485,7 +499,7 @@ async def run_agent(
                 url = await stack.enter_async_context(
                     serve_trimgate(fake_url, {model: window or 10_000_000}, logdir)
                 )
-            cmds, extra = SETUPS[agent](bins, url, work, home)
+            cmds, extra = SETUPS[agent](bins, url, work, home, client_ws)
             env = _env(home, extra, trap.url)
             for i, argv in enumerate(cmds):
                 starts.append(time.time())
@@ -545,7 +559,7 @@ async def run_agent(
         last = (ok or mains)[-1]
         run.preamble_last = preamble(agent, last.effective or last.body)
         run.first_prompt_max = max((r.tokens for r in mains if r.at < second_started), default=0)
-    (logdir / f"{agent}-{target}{'-ws' if fake.websocket else ''}-requests.json").write_text(
+    (logdir / f"{agent}-{target}{_suffix(run)}-requests.json").write_text(
         json.dumps([r.as_json() for r in recs], indent=1)[:20_000_000]
     )
     return run
@@ -568,7 +582,7 @@ def transport_of(run: Run) -> str:
 
 COLUMNS = (
     "agent",
-    "fake WS",
+    "WS (Responses)",
     "target",
     "transport seen by the fake",
     "exit codes",
@@ -599,13 +613,13 @@ def _answer(r: Run) -> str:
 
 
 def table(runs: list[Run]) -> str:
-    direct = {(r.agent, r.fake_ws): r for r in runs if r.target == "direct"}
+    direct = {(r.agent, r.fake_ws, r.client_ws): r for r in runs if r.target == "direct"}
     rows = ["| " + " | ".join(COLUMNS) + " |", "|" + " --- |" * len(COLUMNS)]
     for r in runs:
-        d = direct.get((r.agent, r.fake_ws))
+        d = direct.get((r.agent, r.fake_ws, r.client_ws))
         cells = [
             r.agent,
-            "offered" if r.fake_ws else "refused",
+            ws_label(r),
             r.target,
             transport_of(r),
             str(r.rcs),
@@ -624,9 +638,7 @@ def table(runs: list[Run]) -> str:
 def notes(runs: list[Run]) -> str:
     lines = []
     for r in runs:
-        label = f"{r.agent} {r.target}" + (
-            f" (fake WS {'offered' if r.fake_ws else 'refused'})" if r.agent == "codex" else ""
-        )
+        label = f"{r.agent} {r.target}" + (f" (WS {ws_label(r)})" if r.agent == "codex" else "")
         bits = []
         if r.handshakes:
             up = sum(
@@ -666,24 +678,33 @@ async def amain(args: argparse.Namespace) -> int:
     print("agents:", versions, flush=True)
     fake = AgentFake(script=Script(rounds=args.rounds))
     every: list[Run] = []
-    merged: dict[tuple[str, bool, str], Run] = {}  # the first repetition, with every wall
-    windows: dict[tuple[str, bool], int | None] = {}
+    merged: dict[tuple[str, bool, bool, str], Run] = {}  # the first repetition, every wall
+    windows: dict[tuple[str, bool, bool], int | None] = {}
     async with serve_fake(fake) as fake_url, EgressTrap() as trap:
         for rep in range(args.repeat):
             for agent in args.only:
-                for ws in (True, False) if agent == "codex" else (False,):
-                    fake.websocket = ws
+                # Codex: (fake offers WS, Codex tries WS); the others speak HTTP only
+                modes = (
+                    [(True, True), (False, True), (False, False)]
+                    if agent == "codex"
+                    else [(False, True)]
+                )
+                for fake_ws, client_ws in modes:
+                    fake.websocket = fake_ws
+                    key = (agent, fake_ws, client_ws)
                     for target in ("direct", "trimgate"):
-                        w = windows.get((agent, ws)) if target == "trimgate" else None
-                        r = await run_agent(agent, target, fake, fake_url, bins, w, logdir, trap)
+                        w = windows.get(key) if target == "trimgate" else None
+                        r = await run_agent(
+                            agent, target, fake, fake_url, bins, w, logdir, trap, client_ws
+                        )
                         every.append(r)
-                        first = merged.setdefault((agent, ws, target), r)
+                        first = merged.setdefault((*key, target), r)
                         first.walls.append(r.wall_s)
                         first.failures += not r.ok
-                        if target == "direct" and (agent, ws) not in windows:
-                            windows[agent, ws] = args.window or choose_window(r)
+                        if target == "direct" and key not in windows:
+                            windows[key] = args.window or choose_window(r)
                         print(
-                            f"[{rep + 1}/{args.repeat}] {agent} {target} fake-ws={ws}: "
+                            f"[{rep + 1}/{args.repeat}] {agent} {target} WS {ws_label(r)}: "
                             f"rc={r.rcs} wall={r.wall_s:.2f}s trims={r.trims} "
                             f"requests={r.requests} overflows={r.overflows}",
                             flush=True,
