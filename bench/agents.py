@@ -447,6 +447,10 @@ def _has_tools(body: Any) -> bool:
 
 
 def preamble(agent: str, body: Any) -> dict[str, bool]:
+    """Which parts of the agent's preamble the conversation still holds (the system
+    prompt and tool descriptions are left out: they mention the same tags)."""
+    if isinstance(body, dict):
+        body = body.get("messages") or body.get("contents") or body.get("input") or []
     text = json.dumps(body)
     mark = AGENTS_MD_MARK in text
     if agent == "codex":
