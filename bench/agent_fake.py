@@ -28,7 +28,7 @@ the provider's real overflow error (HTTP 400 in each format's shape; an ``error`
 event on the WebSocket).
 
 Every request is recorded (transport, method, path, model, headers with
-credentials removed, parsed body, status, tokens): ``GET /_fake/requests``;
+credential values replaced by ``<redacted>``, parsed body, status, tokens): ``GET /_fake/requests``;
 ``POST /_fake/reset`` clears them; ``POST /_fake/config`` sets ``windows`` /
 ``rounds`` / ``commands``.
 
@@ -115,7 +115,10 @@ class Decision:
 
 
 def public_headers(headers: Any) -> dict[str, str]:
-    return {k.lower(): v for k, v in headers.items() if k.lower() not in SECRET_HEADERS}
+    """The headers, credentials replaced by a placeholder (their presence is kept)."""
+    return {
+        k.lower(): "<redacted>" if k.lower() in SECRET_HEADERS else v for k, v in headers.items()
+    }
 
 
 def rough_tokens(raw: bytes | str) -> int:

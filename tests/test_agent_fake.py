@@ -90,7 +90,8 @@ async def test_responses_stream_scripts_tool_calls_then_text(fake: tuple[AgentFa
     assert all(
         r.transport == "http" and r.path == "/v1/responses" and r.fmt == "responses" for r in recs
     )
-    assert "authorization" not in recs[0].headers  # credentials are not recorded
+    assert recs[0].headers["authorization"] == "<redacted>"  # credentials are not recorded
+    assert "sk-test" not in json.dumps([r.as_json() for r in recs])
     assert recs[2].body["input"][-1]["type"] == "function_call_output"
     await client.close()
 
@@ -221,7 +222,9 @@ async def test_anthropic_stream_tool_use_then_text(fake: tuple[AgentFake, str]) 
         "count",
         "overflow",
     ]
-    assert "x-api-key" not in agent_fake.records[0].headers
+    sent = agent_fake.records[0].headers
+    assert "<redacted>" in (sent.get("x-api-key"), sent.get("authorization"))
+    assert "sk-ant-test" not in json.dumps([r.as_json() for r in agent_fake.records])
     await client.close()
 
 
@@ -239,7 +242,7 @@ async def test_gemini_function_calls_stream_and_overflow(fake: tuple[AgentFake, 
     ]
     contents: list[Any] = [{"role": "user", "parts": [{"text": "go"}]}]
     url = base + "/v1beta/models/g:streamGenerateContent?alt=sse"
-    async with aiohttp.ClientSession(headers={"x-goog-api-key": "k"}) as s:
+    async with aiohttp.ClientSession(headers={"x-goog-api-key": "goog-secret"}) as s:
         async with s.post(url, json={"contents": contents, "tools": tools}) as r:
             assert r.status == 200 and r.content_type == "text/event-stream"
             text = (await r.read()).decode()
@@ -302,4 +305,5 @@ async def test_gemini_function_calls_stream_and_overflow(fake: tuple[AgentFake, 
             listed = await r.json()
     assert [x["answer"] for x in listed] == ["tool:ls", "text", "json", "overflow", "unknown path"]
     assert [x["model"] for x in listed[:4]] == ["g"] * 4
-    assert "x-goog-api-key" not in listed[0]["headers"]
+    assert listed[0]["headers"]["x-goog-api-key"] == "<redacted>"
+    assert "goog-secret" not in json.dumps(listed)
