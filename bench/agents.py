@@ -8,19 +8,22 @@ then a resumed second one), and the fake makes it call its shell tool a few time
 per prompt (``ls``, ``cat notes1.txt``, ...), so the history grows.
 
 Per agent: a DIRECT run (agent -> fake, no window) gives the wall-time baseline
-and the prompt sizes; the TRIMGATE run sets a window between the first and the
-last request's size, enforced by the fake (real overflow errors) and configured in
-trimgate (``models: [{match, context_window}]``), so trimgate has to trim. Codex
-runs with the fake offering the Responses WebSocket mode and with the fake
-refusing it.
+and the prompt sizes; the TRIMGATE run sets a window above the first prompt's
+largest request and below the second's, enforced by the fake (real overflow
+errors) and configured in trimgate (``models: [{match, context_window}]``), so
+trimgate has to trim the resumed session. Codex runs three ways: the fake offers
+the Responses WebSocket mode, the fake refuses it, or Codex has it off
+(``supports_websockets=false``). Each pair runs ``--repeat`` times.
 
 Printed and written to ``bench/out/agents.json`` / ``agents.md``: transport seen
-by the fake, exit code, the final answer, wall times, trims (trimgate's
-``/api/events/history``), and whether the agent's preamble (Codex's AGENTS.md and
-``<environment_context>``, Claude Code's ``<system-reminder>`` blocks, Gemini's
-session context) is still in the last request the fake got.
+by the fake, exit codes, the final answer, wall times, trims (trimgate's
+``/api/events/history``), whether the agent's project file and preamble (Codex's
+AGENTS.md and ``<environment_context>``, Claude Code's CLAUDE.md and
+``<system-reminder>`` blocks, Gemini's GEMINI.md and session context) are still in
+the last request the fake got, Codex's WebSocket handshakes and fallback time, and
+what reached the egress trap (the agents' HTTP(S)_PROXY).
 
-``python -m bench.agents [--only codex claude gemini] [--rounds 3]``
+``python -m bench.agents [--only codex claude gemini] [--repeat 3] [--rounds 3]``
 """
 
 from __future__ import annotations
