@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import os
-import re
 import socket
 import ssl
 import time
@@ -35,31 +34,13 @@ from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
 
 from trimgate.errors import UpstreamConnectError, UpstreamTimeout
+from trimgate.proxy import http11
 
-MAX_HEAD: Final = 64 * 1024  # status line and headers of one answer
-MAX_LINE: Final = 8 * 1024  # a chunk-size line or a trailer line
-MAX_TRAILERS: Final = 64 * 1024
 HIGH_WATER: Final = 256 * 1024  # unread body bytes held before reading from the provider pauses
 EARLY_ANSWER_BODY: Final = 64 * 1024  # see Response.release
-HEX_DIGITS: Final = b"0123456789abcdefABCDEF"
+MAX_HEAD: Final = http11.MAX_ANSWER_HEAD  # status line and headers of one answer
 
-# how a body is framed (RFC 9112 §6.3)
-_NONE: Final = 0  # no body, or the body is complete
-_LENGTH: Final = 1
-_CHUNKED: Final = 2
-_UNTIL_CLOSE: Final = 3
-# where a chunked body's parser is
-_SIZE: Final = 0
-_DATA: Final = 1
-_DATA_END: Final = 2
-_TRAILER: Final = 3
-
-_NO_BODY_METHODS: Final = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
 _IDEMPOTENT: Final = frozenset({"GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"})
-# also read by the front (front.py): one definition of what a head is made of
-HEAD_END: Final = re.compile(rb"\r?\n\r?\n")
-TOKEN: Final = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # a field name (RFC 9110 §5.1)
-CTL: Final = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")  # never in a head passed on
 
 Key = tuple[str, str, int]
 
@@ -202,7 +183,7 @@ class Response:
 
 
 class _Conn(asyncio.Protocol):
-    """One connection and the parser of the answer arriving on it."""
+    """One connection: moves the provider's bytes through its ``AnswerReader``."""
 
     def __init__(self, client: Client, key: Key) -> None:
         self.client = client
@@ -217,16 +198,9 @@ class _Conn(asyncio.Protocol):
         self.unread = 0
         self.sent = 0  # body bytes of the request in flight
         self.reused = False  # carried a request before this one
-        self._head = bytearray()
-        self._scanned = 0  # how far the head has been searched for its end
+        self._reader = http11.AnswerReader()
         self._head_waiter: asyncio.Future[Response] | None = None
-        self._no_body = False  # the request was HEAD
         self.resp: Response | None = None
-        self._mode = _NONE
-        self._remaining = 0
-        self._cstate = _SIZE
-        self._line = bytearray()
-        self._trailers = 0
 
     # --- asyncio callbacks --------------------------------------------------
 
@@ -234,11 +208,9 @@ class _Conn(asyncio.Protocol):
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
 
     def data_received(self, data: bytes) -> None:
-        if self._mode != _NONE:
-            self._body(data)
-        elif self._head_waiter is not None:
-            self._head += data
-            self._parse_head()
+        if self._head_waiter is not None or self._reader.in_body:
+            self._reader.receive_data(data)
+            self._pump()
         else:  # bytes nobody asked for: this connection cannot be trusted again
             self.keep = False
             self.close()
@@ -254,220 +226,75 @@ class _Conn(asyncio.Protocol):
 
     def _ended(self, exc: Exception | None) -> None:
         self.keep = False
-        if self._mode == _UNTIL_CLOSE and exc is None:
-            self._finish()
-        elif self._mode != _NONE:
-            self._mode = _NONE
-            if self.resp is not None:
-                self.resp._fail(UpstreamConnectError("upstream closed the connection mid-answer"))
-        elif self._head_waiter is not None:
-            waiter, self._head_waiter = self._head_waiter, None
-            if not waiter.done():
-                # with part of a head in, the provider was answering: not an idle-close race
-                kind = UpstreamConnectError if self._head else ClosedBeforeAnswer
-                waiter.set_exception(kind("upstream closed the connection before answering"))
+        self._reader.receive_eof(clean=exc is None)
+        self._pump()
 
     # --- one exchange -------------------------------------------------------
 
     def begin(self, no_body: bool) -> asyncio.Future[Response]:
         waiter: asyncio.Future[Response] = self.loop.create_future()
         self._head_waiter = waiter
-        self._head.clear()
-        self._scanned = 0
-        self._no_body = no_body
+        self._reader.expect(no_body)
         self.resp = None
         return waiter
 
-    def _parse_head(self) -> None:
+    def _pump(self) -> None:
+        """Act on the reader's events until it needs more bytes."""
+        reader = self._reader
         while True:
-            buf = self._head
-            found = HEAD_END.search(buf, self._scanned)  # the first blank line, LF or CRLF
-            if found is None:
-                if len(buf) > MAX_HEAD:
-                    self._protocol_error("the answer's headers are too large")
-                else:  # a blank line may straddle this read and the next
-                    self._scanned = max(0, len(buf) - 3)
-                return
-            end = found.start()
-            if end > MAX_HEAD:
-                self._protocol_error("the answer's headers are too large")
-                return
-            head = bytes(buf[:end])
-            rest = bytes(buf[found.end() :])
             try:
-                status, reason, version, headers = _parse_head(head)
-            except ValueError as exc:
+                event = reader.next_event()
+            except http11.ProtocolError as exc:
                 self._protocol_error(str(exc))
                 return
-            if 100 <= status < 200:
-                if status == 101:
-                    self._protocol_error("the upstream switched protocols")
+            if not reader.reusable:
+                self.keep = False
+            if event is http11.NEED_DATA:
+                return
+            if type(event) is http11.Data:
+                self._deliver(event.data)
+            elif event is http11.END:
+                if self.resp is not None:
+                    self.resp._end()
+            elif type(event) is http11.Answer:
+                if not self._answer(event):
                     return
-                del buf[: found.end()]  # an interim answer (100, 103): the real one follows
-                self._scanned = 0
-                continue
-            buf.clear()
-            self._start_body(status, reason, version, headers, rest)
-            return
+            elif type(event) is http11.Closed:
+                self._closed(event.started)
 
-    def _start_body(
-        self, status: int, reason: str, version: int, headers: CIMultiDict[str], rest: bytes
-    ) -> None:
-        connection = headers.get("Connection", "").lower()
-        if (version == 0 and "keep-alive" not in connection) or "close" in connection:
-            self.keep = False
-        mode = _NONE
-        if not (self._no_body or status in (204, 304)):
-            if "Transfer-Encoding" in headers:
-                coding = ",".join(headers.getall("Transfer-Encoding"))
-                if "Content-Length" in headers:
-                    # a confused framing (RFC 9112 §6.3): the coding wins, the length is
-                    # never passed on, the connection is not reused
-                    headers.popall("Content-Length")
-                    self.keep = False
-                if coding.rpartition(",")[2].strip().lower() == "chunked":
-                    mode = _CHUNKED
-                    self._cstate = _SIZE
-                    self._line.clear()
-                    self._trailers = 0
-                else:
-                    mode = _UNTIL_CLOSE
-            elif "Content-Length" in headers:
-                length = _content_length(headers.getall("Content-Length"))
-                if length is None:
-                    self._protocol_error("the answer's Content-Length is invalid")
-                    return
-                if length:
-                    mode = _LENGTH
-                    self._remaining = length
-            else:
-                mode = _UNTIL_CLOSE
-        if mode == _UNTIL_CLOSE:
-            self.keep = False
-        resp = Response(self, status, reason, version, headers)
+    def _answer(self, answer: http11.Answer) -> bool:
+        resp = Response(self, answer.status, answer.reason, answer.version, answer.headers)
         self.resp = resp
-        self._mode = mode
         waiter, self._head_waiter = self._head_waiter, None
         if waiter is None or waiter.done():  # the caller gave up
             self.keep = False
             self.close()
-            return
+            return False
         waiter.set_result(resp)
-        if mode == _NONE:
-            resp._end()
-            if rest:
-                self._stray()
-        elif rest:
-            self._body(rest)
+        return True
 
-    # --- the body -----------------------------------------------------------
+    def _closed(self, started: bool) -> None:
+        waiter, self._head_waiter = self._head_waiter, None
+        if waiter is not None:
+            if not waiter.done():
+                # with part of a head in, the provider was answering: not an idle-close race
+                kind = UpstreamConnectError if started else ClosedBeforeAnswer
+                waiter.set_exception(kind("upstream closed the connection before answering"))
+        elif self.resp is not None:
+            self.resp._fail(UpstreamConnectError("upstream closed the connection mid-answer"))
 
-    def _body(self, data: bytes) -> None:
-        mode = self._mode
+    def _deliver(self, data: bytes) -> None:
         resp = self.resp
         assert resp is not None
-        if mode == _LENGTH:
-            remaining = self._remaining
-            n = len(data)
-            if n < remaining:
-                self._remaining = remaining - n
-                self._deliver(resp, data)
-                return
-            self._deliver(resp, data if n == remaining else data[:remaining])
-            self._finish()
-            if n > remaining:
-                self._stray()
-        elif mode == _CHUNKED:
-            self._chunked(resp, data)
-        else:
-            self._deliver(resp, data)
-
-    def _deliver(self, resp: Response, data: bytes) -> None:
-        if not data:
-            return
         resp._push(data)
         self.unread += len(data)
         if self.unread > HIGH_WATER and not self.paused and self.transport is not None:
             self.paused = True
             self.transport.pause_reading()
 
-    def _chunked(self, resp: Response, data: bytes) -> None:
-        out: list[bytes] = []
-        pos = 0
-        n = len(data)
-        while pos < n:
-            if self._cstate == _DATA:
-                take = min(self._remaining, n - pos)
-                out.append(data if take == n else data[pos : pos + take])
-                pos += take
-                self._remaining -= take
-                if self._remaining == 0:
-                    self._cstate = _DATA_END
-                continue
-            nl = data.find(b"\n", pos)
-            if nl < 0:
-                self._line += data[pos:]
-                if len(self._line) > MAX_LINE:
-                    self._protocol_error("a chunk line is too long")
-                    return
-                break
-            if self._line:
-                self._line += data[pos:nl]
-                line = bytes(self._line)
-                self._line.clear()
-            else:
-                line = data[pos:nl]
-            pos = nl + 1
-            if line[-1:] == b"\r":
-                line = line[:-1]
-            if len(line) > MAX_LINE:
-                self._protocol_error("a chunk line is too long")
-                return
-            state = self._cstate
-            if state == _SIZE:
-                digits = line.partition(b";")[0].strip(b" \t")
-                if not digits or len(digits) > 16 or digits.strip(HEX_DIGITS):
-                    self._protocol_error("a chunk size is invalid")
-                    return
-                size = int(digits, 16)
-                if size:
-                    self._remaining = size
-                    self._cstate = _DATA
-                else:
-                    self._cstate = _TRAILER
-            elif state == _DATA_END:
-                if line:
-                    self._protocol_error("a chunk does not end where its size says")
-                    return
-                self._cstate = _SIZE
-            elif line:  # a trailer field: read and dropped
-                self._trailers += len(line)
-                if self._trailers > MAX_TRAILERS:
-                    self._protocol_error("the answer's trailers are too large")
-                    return
-            else:
-                if out:
-                    self._deliver(resp, b"".join(out) if len(out) > 1 else out[0])
-                self._finish()
-                if pos < n:
-                    self._stray()
-                return
-        if out:
-            self._deliver(resp, b"".join(out) if len(out) > 1 else out[0])
-
-    def _finish(self) -> None:
-        self._mode = _NONE
-        if self.resp is not None:
-            self.resp._end()
-
-    def _stray(self) -> None:
-        """Bytes after the end of an answer: pipelining is never used, so the framing is off."""
-        self.keep = False
-
     def _protocol_error(self, why: str) -> None:
         exc = ProtocolError(f"upstream sent invalid HTTP: {why}")
         self.keep = False
-        self._mode = _NONE
         waiter, self._head_waiter = self._head_waiter, None
         if waiter is not None and not waiter.done():
             waiter.set_exception(exc)
@@ -490,72 +317,13 @@ class _Conn(asyncio.Protocol):
         self.client.forget(self)
 
 
-def _parse_head(head: bytes) -> tuple[int, str, int, CIMultiDict[str]]:
-    """Status, reason, minor version and headers. Values are UTF-8 with undecodable
-    bytes kept as surrogates (aiohttp's reading), so they pass on byte for byte."""
-    text = head.decode("utf-8", "surrogateescape")
-    if CTL.search(text):
-        raise ValueError("a control character in the answer's head")
-    lines = text.split("\n")
-    version, _, rest = lines[0].rstrip("\r").partition(" ")
-    if version == "HTTP/1.1":
-        minor = 1
-    elif version == "HTTP/1.0":
-        minor = 0
-    else:
-        raise ValueError("not an HTTP/1.x status line")
-    code, _, reason = rest.partition(" ")
-    if "\r" in reason:
-        raise ValueError("a bare CR in the answer's head")
-    if len(code) != 3 or not code.isdigit() or not code.isascii():
-        raise ValueError("the status code is invalid")
-    pairs: list[tuple[str, str]] = []
-    for line in lines[1:]:
-        if line[-1:] == "\r":
-            line = line[:-1]
-        if not line:
-            continue
-        if "\r" in line:
-            raise ValueError("a bare CR in the answer's head")
-        if line[0] in " \t":  # an obsolete folded continuation: joined with a space
-            if not pairs:
-                raise ValueError("a header line continues nothing")
-            name, value = pairs[-1]
-            pairs[-1] = (name, value + " " + line.strip(" \t"))
-            continue
-        name, sep, value = line.partition(":")
-        if not sep or TOKEN.fullmatch(name) is None:
-            raise ValueError("a header line is invalid")
-        pairs.append((name, value.strip(" \t")))
-    return int(code), reason if reason.isascii() else "", minor, CIMultiDict(pairs)
-
-
-def _content_length(values: list[str]) -> int | None:
-    lengths = {v.strip() for value in values for v in value.split(",")}
-    if len(lengths) != 1:
-        return None
-    (length,) = lengths
-    if not length.isdigit() or not length.isascii() or len(length) > 18:
-        return None
-    return int(length)
-
-
 def request_head(method: str, url: URL, headers: CIMultiDict[str], length: int) -> bytes:
     """The request line and headers; a header that would split the head is refused."""
-    target = url.raw_path_qs
-    parts = [method, " ", target, " HTTP/1.1\r\nHost: ", url.host_port_subcomponent or "", "\r\n"]
-    lines = 3  # the request line, Host and the blank line that ends the head
-    for key, value in headers.items():
-        parts += (key, ": ", value, "\r\n")
-        lines += 1
-    if length or method not in _NO_BODY_METHODS:
-        parts += ("Content-Length: ", str(length), "\r\n")
-        lines += 1
-    parts.append("\r\n")
-    text = "".join(parts)
-    if text.count("\n") != lines or text.count("\r") != lines or "\0" in text or " " in target:
-        raise UpstreamConnectError("a request header or the path holds a line break or NUL")
-    return text.encode("utf-8", "surrogateescape")
+    host = url.host_port_subcomponent or ""
+    try:
+        return http11.request_head(method, url.raw_path_qs, host, headers.items(), length)
+    except ValueError as exc:
+        raise UpstreamConnectError(str(exc)) from None
 
 
 class Client:
