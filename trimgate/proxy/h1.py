@@ -9,7 +9,7 @@ redirects, cookies, proxies, auth or decompression: the caller's bytes and the
 provider's bytes pass as they are.
 
 Why not aiohttp's ``ClientSession``: building its request and response objects
-costs about 130 µs more CPU per small request than this does (bench/RESULTS.md),
+costs about 100 µs more CPU per small request than this does (bench/RESULTS.md),
 the largest share of what trimgate adds to a request. ``server.upstream_client:
 aiohttp`` switches back to it.
 

@@ -641,12 +641,20 @@ class AnswerReader:
     def _chunked(self) -> Data | _End | Closed | _NeedData:
         out: list[bytes] = []
         pending = self._pending
-        while pending and self._mode == _CHUNKED and self._error is None:
-            data = pending.pop(0)
+        if len(pending) == 1:  # the usual case: one read since the last event
+            data = pending[0]
+            pending.clear()
             pos = self._chunk_piece(data, out)
-            if self._end and (pos < len(data) or pending):
+            if self._end and pos < len(data):
                 self.reusable = False  # bytes after the answer: the framing is off
-        pending.clear()
+        else:
+            for i, data in enumerate(pending):
+                pos = self._chunk_piece(data, out)
+                if self._mode != _CHUNKED:  # ended (or refused) in this read
+                    if self._end and (pos < len(data) or i + 1 < len(pending)):
+                        self.reusable = False
+                    break
+            pending.clear()
         if out:
             return Data(out[0] if len(out) == 1 else b"".join(out))
         event = self.next_event()
@@ -681,7 +689,9 @@ class AnswerReader:
             pos = nl + 1
             if line[-1:] == b"\r":
                 line = line[:-1]
-            if not self._chunk_line(line):
+            if self._cstate == _DATA_END and not line:  # the usual line: a chunk's end
+                self._cstate = _SIZE
+            elif not self._chunk_line(line):
                 return pos
         return pos
 
