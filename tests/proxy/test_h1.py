@@ -22,7 +22,7 @@ from multidict import CIMultiDict
 from yarl import URL
 
 from trimgate.errors import UpstreamConnectError, UpstreamTimeout
-from trimgate.proxy import h1, http11
+from trimgate.proxy import h1, h1conn, http11
 
 TLS = Path(__file__).parent.parent / "data" / "tls"  # a self-signed test pair for 127.0.0.1
 
@@ -534,7 +534,7 @@ async def test_a_head_in_one_byte_reads() -> None:
 
     async def run() -> None:
         c = client()
-        conn = h1._Conn(c, ("http", "x", 80))
+        conn = h1conn._Conn(c, ("http", "x", 80))
         conn.connection_made(_Transport())  # type: ignore[arg-type]
         waiter = conn.begin(False)
         for i in range(len(raw)):
@@ -736,7 +736,7 @@ def test_any_cut_of_an_answer_gives_the_same_body(
 
     async def run() -> tuple[bytes, bool]:
         c = client()
-        conn = h1._Conn(c, ("http", "x", 80))
+        conn = h1conn._Conn(c, ("http", "x", 80))
         transport = _Transport()
         conn.connection_made(transport)  # type: ignore[arg-type]
         waiter = conn.begin(False)
