@@ -33,7 +33,6 @@ from trimgate.proxy import http11
 
 log = logging.getLogger("trimgate")
 
-MAX_HEAD: Final = http11.MAX_REQUEST_HEAD  # a longer head goes to aiohttp, which refuses it
 PIPELINE_LIMIT: Final = 256 * 1024  # read no further while this much waits behind a request
 KEEPALIVE: Final = 3630.0  # seconds an idle connection is kept (aiohttp 3.14's default)
 STALL: Final = 60.0  # seconds for a started head to end, and between two reads of a body

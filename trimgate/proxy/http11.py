@@ -13,8 +13,8 @@ and its upstream client (h1.py), which only move bytes between these and sockets
   ``ProtocolError``; ``reusable`` says whether the connection may carry another request.
 - ``request_head``, ``answer_head``, ``chunk`` and ``LAST_CHUNK`` write.
 
-The events a reader gives do not depend on how the bytes were cut into reads (tests
-feed every fixture at every split point and byte by byte).
+The events a reader gives do not depend on how the bytes were cut into reads
+(tests/proxy/test_http11.py feeds every fixture cut in two and byte by byte).
 """
 
 from __future__ import annotations
