@@ -25,6 +25,7 @@ from multidict import CIMultiDict
 from tenacity import AsyncRetrying, retry_if_result, stop_after_attempt, wait_none
 from yarl import URL
 
+from trimgate.attribution import team_resolver
 from trimgate.config import Config, TrimmingConfig
 from trimgate.errors import DecodeError, UpstreamError
 from trimgate.providers.base import Codec, Decoded, DecodeOptions
@@ -179,6 +180,9 @@ class Proxy:
         self._options = DecodeOptions(breadcrumb=t.breadcrumb.text, media_tokens=t.media_tokens)
         # Tool-result capping anywhere: decodes fill the results' texts (decode_raw)
         self._caps = any(c.max_tool_result_chars > 0 for c in (t, *self._overrides.values()))
+        self.team = team_resolver(config.metrics.attribution)  # None: no team label
+        if self.team is not None and not metrics.teams:
+            raise ValueError("metrics.attribution is on: Metrics(registry, teams=True)")
 
     # --- entry ------------------------------------------------------------
 
@@ -198,10 +202,11 @@ class Proxy:
                 exc.provider, 404, f"no upstream configured for {exc.provider}", request_id
             )
         provider = route.upstream.provider
+        team = self.team(request.headers) if self.team is not None else None
         try:
             body = await request.read()
         except web.HTTPRequestEntityTooLarge:
-            self._count(route, "other", 413)
+            self._count(route, "other", 413, team)
             return error_response(
                 provider, 413, "request body exceeds server.max_body_bytes", request_id
             )
@@ -221,10 +226,12 @@ class Proxy:
                 )
                 chat, skipped = None, "internal-error"
         try:
-            return await self._forward(request, route, body, chat, skipped, request_id, started)
+            return await self._forward(
+                request, route, body, chat, skipped, request_id, started, team
+            )
         except UpstreamError as exc:
             label = chat.label if chat else "other"
-            self._count(route, label, exc.status)
+            self._count(route, label, exc.status, team)
             log.warning(
                 "upstream failed",
                 extra={
@@ -233,6 +240,7 @@ class Proxy:
                     "upstream": route.name,
                     "status": exc.status,
                     "error": str(exc),
+                    **({"team": team} if team is not None else {}),
                 },
             )
             return error_response(provider, exc.status, str(exc), request_id)
@@ -319,6 +327,7 @@ class Proxy:
         skipped: str | None,
         request_id: str,
         started: float,
+        team: str | None = None,
     ) -> web.StreamResponse | None:
         url = URL(route.url(request.raw_path.partition("?")[2]), encoded=True)
         headers = up.request_headers(request.headers)
@@ -340,7 +349,7 @@ class Proxy:
         if chat is None:  # pass-through: byte for byte
             final = await send(body)
             try:
-                self._count(route, "other", final.resp.status)
+                self._count(route, "other", final.resp.status, team)
                 self._overhead(route, started, timer)
                 return await _relay(request, final, extra, None)
             finally:
@@ -352,10 +361,11 @@ class Proxy:
             headers["Accept-Encoding"] = "gzip, deflate"
         final, outcome = await self._with_retries(chat, send, request_id)
         try:
-            outcome.attribution = attribution(request.headers)
+            outcome.attribution = attribution(request.headers, team)
+            outcome.team = team
             extra.update(response_headers(outcome))
             status = final.resp.status
-            self._count(route, chat.label, status)
+            self._count(route, chat.label, status, team)
             self._overhead(route, started, timer)
             # Metrics, the event and the log lines go out as soon as the handler first
             # waits (the relay's first read), after the answer's first bytes: not in
@@ -511,8 +521,8 @@ class Proxy:
         self.calibration[label] = state
         self.metrics.set_calibration(label, state.ratio)
 
-    def _count(self, route: Route, label: str, status: int) -> None:
-        self.metrics.count_request(route.name, route.upstream.provider, label, status)
+    def _count(self, route: Route, label: str, status: int, team: str | None = None) -> None:
+        self.metrics.count_request(route.name, route.upstream.provider, label, status, team)
 
 
 # --- helpers ---------------------------------------------------------------
