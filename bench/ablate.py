@@ -18,6 +18,9 @@
 #   examine      the whole examination (decode, policy, plan, encode), then as a pass-through
 #   nosignals    trimgate as it is, but no metrics, event or log lines recorded
 #   nousage      trimgate as it is, but no usage read from answers (no calibration)
+#   teams        trimgate as it is, metering by team on (metrics.attribution), at its
+#                dearest: the key is hashed and matched on every request (from: [api_key,
+#                header]); "teams" against "full" is what the team label costs
 #   against      `trimgate serve` of another install (--against PYTHON, an interpreter
 #                with another version of trimgate installed): this tree's "full" against
 #                another commit's, on the same hour (the machine's speed varies 3x by hour)
@@ -32,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import os
 import sys
 import time
@@ -45,7 +49,10 @@ from bench.__main__ import ROOT, Proc, free_port, trimgate_config
 from bench.fake_provider import install_uvloop
 from bench.load import Pool, RequestSpec, RoundResult, run_round
 
-VARIANTS = ("passthrough", "full", "shell", "parse", "decode", "examine", "nosignals", "nousage")
+VARIANTS = (
+    "passthrough", "full", "shell", "parse", "decode", "examine", "nosignals", "nousage", "teams",
+)  # fmt: skip
+BENCH_KEY = "sk-bench-not-a-key"  # what the load generator sends as its bearer value
 OUT = ROOT / "bench" / "out" / "ablate"
 
 
@@ -84,7 +91,7 @@ def patch(variant: str) -> None:
         setattr(forward, "_record", no_record)  # noqa: B010 - replaced on purpose
     elif variant == "nousage":
         setattr(forward, "_UsageSniffer", NoUsage)  # noqa: B010
-    elif variant != "full":
+    elif variant not in ("full", "teams"):  # teams: only its config differs
         setattr(forward.Proxy, "_examine", examine)  # noqa: B010 - a method replaced on purpose
 
 
@@ -93,6 +100,16 @@ def serve(variant: str, rest: list[str]) -> int:
     from trimgate.cli import main
 
     return main(["serve", *rest])
+
+
+def teams(config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` with metering by team on, the key hashed and matched on every request."""
+    prefix = hashlib.sha256(BENCH_KEY.encode()).hexdigest()[:12]
+    attribution = {
+        "from": ["api_key", "header"],
+        "api_keys": [{"sha256_prefix": prefix, "team": "bench"}],
+    }
+    return {**config, "metrics": {"attribution": attribution}}
 
 
 def p50(values: list[float]) -> float:
@@ -111,6 +128,8 @@ async def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
         await fake.wait_ready()
         config = OUT / "trimgate.yaml"
         config.write_text(yaml.safe_dump(trimgate_config(fake.base_url)))
+        teams_config = OUT / "trimgate-teams.yaml"
+        teams_config.write_text(yaml.safe_dump(teams(trimgate_config(fake.base_url))))
         for variant in args.variants:
             port = free_port()
             if variant == "passthrough":
@@ -119,7 +138,8 @@ async def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
                 health = None
             else:
                 argv = [sys.executable, "-m", "bench.ablate", "--serve", variant, "--"]
-                argv += ["--config", str(config), "--port", str(port)]
+                argv += ["--config", str(teams_config if variant == "teams" else config)]
+                argv += ["--port", str(port)]
                 health = "/healthz"
             procs[variant] = Proc(variant, argv, port, OUT / f"{variant}.log", health)
             procs[variant].start()
@@ -140,7 +160,7 @@ async def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
         spec = RequestSpec(
             path="/v1/chat/completions",
             bodies=bodies,
-            headers={"Authorization": "Bearer sk-bench-not-a-key", "x-bench-chunks": "16"}
+            headers={"Authorization": f"Bearer {BENCH_KEY}", "x-bench-chunks": "16"}
             | ({"x-bench-delay-ms": "1"} if args.stream else {}),
             stream=args.stream,
             end_marker=b"data: [DONE]" if args.stream else None,
