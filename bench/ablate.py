@@ -20,7 +20,10 @@
 #   nousage      trimgate as it is, but no usage read from answers (no calibration)
 #   teams        trimgate as it is, metering by team on (metrics.attribution), at its
 #                dearest: the key is hashed and matched on every request (from: [api_key,
-#                header]); "teams" against "full" is what the team label costs
+#                header]); "teams" against "full" is what the team label costs. Two
+#                processes of the same code differ by several percent (which core, memory
+#                layout): --one-process serves "full" and "teams" from one process, one
+#                event loop, two listeners, so that only the config differs
 #   against      `trimgate serve` of another install (--against PYTHON, an interpreter
 #                with another version of trimgate installed): this tree's "full" against
 #                another commit's, on the same hour (the machine's speed varies 3x by hour)
@@ -112,6 +115,28 @@ def teams(config: dict[str, Any]) -> dict[str, Any]:
     return {**config, "metrics": {"attribution": attribution}}
 
 
+def serve_pair(rest: list[str]) -> int:
+    """``CONFIG PORT CONFIG PORT``: both apps in this one process, each on its own port."""
+    from trimgate import logs
+    from trimgate.config import load_config
+    from trimgate.proxy.serve import install_uvloop, run_server
+
+    logs.setup("INFO")
+    configs = []
+    for path, port in zip(rest[::2], rest[1::2], strict=True):
+        config = load_config(path)
+        server = config.server.model_copy(update={"port": int(port)})
+        configs.append(config.model_copy(update={"server": server}))
+
+    async def main() -> None:
+        stop = asyncio.Event()  # SIGTERM stops both
+        await asyncio.gather(*(run_server(c, stop=stop) for c in configs))
+
+    install_uvloop()
+    asyncio.run(main())
+    return 0
+
+
 def p50(values: list[float]) -> float:
     ordered = sorted(values)
     return ordered[len(ordered) // 2] * 1000 if ordered else 0.0
@@ -130,8 +155,18 @@ async def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
         config.write_text(yaml.safe_dump(trimgate_config(fake.base_url)))
         teams_config = OUT / "trimgate-teams.yaml"
         teams_config.write_text(yaml.safe_dump(teams(trimgate_config(fake.base_url))))
+        pair: dict[str, Proc] = {}
+        if args.one_process:  # full and teams: one process, a listener each
+            ports = {"full": free_port(), "teams": free_port()}
+            argv = [sys.executable, "-m", "bench.ablate", "--serve-pair", "--"]
+            argv += [str(config), str(ports["full"]), str(teams_config), str(ports["teams"])]
+            pair["full"] = Proc("full", argv, ports["full"], OUT / "pair.log", "/healthz")
+            pair["teams"] = Proc("teams", [], ports["teams"], OUT / "pair.log", "/healthz")
         for variant in args.variants:
             port = free_port()
+            if variant in pair:
+                procs[variant] = pair[variant]
+                continue
             if variant == "passthrough":
                 argv = [sys.executable, "-m", "bench.passthrough", "--port", str(port)]
                 argv += ["--upstream", fake.base_url]
@@ -142,7 +177,12 @@ async def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
                 argv += ["--port", str(port)]
                 health = "/healthz"
             procs[variant] = Proc(variant, argv, port, OUT / f"{variant}.log", health)
-            procs[variant].start()
+        if pair:
+            pair["full"].start()
+            pair["teams"].popen = pair["full"].popen
+        for proc in procs.values():
+            if proc.popen is None:
+                proc.start()
         if args.against:
             port = free_port()
             argv = [args.against, "-m", "trimgate", "serve", "--config", str(config)]
@@ -212,6 +252,8 @@ async def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--serve-pair"]:
+        return serve_pair(argv[2:] if argv[1:2] == ["--"] else argv[1:])
     if argv[:1] == ["--serve"]:
         rest = argv[3:] if argv[2:3] == ["--"] else argv[2:]
         return serve(argv[1], rest)
@@ -228,7 +270,14 @@ def main(argv: list[str] | None = None) -> int:
         metavar="PYTHON",
         help="also measure `PYTHON -m trimgate serve` (another install), as variant 'against'",
     )
+    parser.add_argument(
+        "--one-process",
+        action="store_true",
+        help="serve the variants full and teams from one process (two listeners)",
+    )
     args = parser.parse_args(argv)
+    if args.one_process and not {"full", "teams"} <= set(args.variants):
+        parser.error("--one-process needs the variants full and teams")
     if args.against:  # it runs in another directory, where a relative path would not resolve
         args.against = os.path.abspath(args.against)
     OUT.mkdir(parents=True, exist_ok=True)
