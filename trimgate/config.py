@@ -20,6 +20,7 @@ from pydantic import (
     Field,
     PrivateAttr,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -176,6 +177,116 @@ class ModelEntry(_Strict):
     trimming: TrimmingOverride | None = None
 
 
+MAX_TEAM_LEN = 64
+# Headers that carry a credential: never a team header (its value would be exported)
+CREDENTIAL_HEADERS = frozenset(
+    {"authorization", "proxy-authorization", "x-api-key", "x-goog-api-key", "api-key", "cookie"}
+)
+_TOKEN_CHARS = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyz")
+_HEX = frozenset("0123456789abcdef")
+
+
+def _team_name(value: str) -> str:
+    if not value:
+        raise ValueError("must not be empty")
+    if len(value) > MAX_TEAM_LEN:
+        raise ValueError(f"longer than {MAX_TEAM_LEN} characters")
+    return value
+
+
+class ApiKeyTeam(_Strict):
+    """A credential's SHA-256 hex prefix and the team it is metered under."""
+
+    sha256_prefix: str
+    team: str
+
+    @field_validator("sha256_prefix", mode="before")
+    @classmethod
+    def _prefix(cls, value: object) -> str:
+        if not isinstance(value, str):
+            raise ValueError("must be a quoted string of hex digits")
+        value = value.strip().lower()
+        if not value or set(value) - _HEX:
+            raise ValueError("must be hex digits only (the start of a sha256 hex digest)")
+        if len(value) < 8:
+            raise ValueError("must be at least 8 hex digits")
+        if len(value) > 64:
+            raise ValueError("longer than a sha256 hex digest (64 digits)")
+        return value
+
+    @field_validator("team")
+    @classmethod
+    def _team(cls, value: str) -> str:
+        return _team_name(value)
+
+
+Source = Literal["header", "api_key"]
+
+
+def _default_sources() -> list[Source]:
+    return ["header", "api_key"]
+
+
+class AttributionConfig(_Strict):
+    """``metrics.attribution``: the bounded ``team`` label, from a header or a key hash."""
+
+    from_: list[Source] = Field(default_factory=_default_sources, alias="from", min_length=1)
+    header: str = "x-trimgate-agent"
+    api_keys: list[ApiKeyTeam] = Field(default_factory=list)
+    allow: list[str] | None = None
+    max_values: int = Field(default=50, ge=1, le=1000)
+
+    @field_validator("from_")
+    @classmethod
+    def _sources(cls, value: list[Source]) -> list[Source]:
+        if len(set(value)) != len(value):
+            raise ValueError("names a source twice")
+        return value
+
+    @field_validator("header")
+    @classmethod
+    def _header(cls, value: str) -> str:
+        value = value.strip().lower()
+        if not value or set(value) - _TOKEN_CHARS:
+            raise ValueError("not a header name")
+        if value in CREDENTIAL_HEADERS:
+            raise ValueError("carries a credential: its value would be exported as a label")
+        return value
+
+    @field_validator("api_keys")
+    @classmethod
+    def _keys(cls, value: list[ApiKeyTeam]) -> list[ApiKeyTeam]:
+        teams: dict[str, str] = {}
+        for key in value:
+            if teams.setdefault(key.sha256_prefix, key.team) != key.team:
+                raise ValueError(f"prefix {key.sha256_prefix} is given two teams")
+        return value
+
+    @field_validator("allow")
+    @classmethod
+    def _allow(cls, value: list[str] | None, info: ValidationInfo) -> list[str] | None:
+        if value is None:
+            return None
+        for team in value:
+            _team_name(team)
+        missing = {k.team for k in info.data.get("api_keys", [])} - set(value)
+        if missing:
+            raise ValueError(f"does not list the api_keys team(s) {', '.join(sorted(missing))}")
+        return value
+
+    @field_validator("max_values")
+    @classmethod
+    def _max_values(cls, value: int, info: ValidationInfo) -> int:
+        teams = {k.team for k in info.data.get("api_keys", [])}
+        if info.data.get("allow") is None and len(teams) > value:
+            raise ValueError(f"below the {len(teams)} teams of api_keys")
+        return value
+
+
+class MetricsConfig(_Strict):
+    attribution: AttributionConfig | None = None  # absent: no team label (off)
+
+
 def _default_upstreams() -> dict[str, UpstreamConfig]:
     return {
         "openai": UpstreamConfig(provider="openai", base_url="https://api.openai.com"),
@@ -191,6 +302,7 @@ class Config(_Strict):
     upstreams: dict[str, UpstreamConfig] = Field(default_factory=_default_upstreams)
     models: list[ModelEntry] = Field(default_factory=list)
     trimming: TrimmingConfig = TrimmingConfig()
+    metrics: MetricsConfig = MetricsConfig()
 
     @model_validator(mode="after")
     def _check(self) -> Config:
@@ -269,7 +381,7 @@ def _yaml_where(exc: yaml.YAMLError) -> str:
 
 def redacted(config: Config) -> dict[str, Any]:
     """The effective config as plain data, secrets replaced."""
-    data = config.model_dump(mode="json")
+    data = config.model_dump(mode="json", by_alias=True)
     if data["server"].get("admin_token"):
         data["server"]["admin_token"] = REDACTED
     for up in data["upstreams"].values():

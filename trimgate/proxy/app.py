@@ -14,7 +14,7 @@ from trimgate.proxy import h1
 from trimgate.proxy.events import EventHub
 from trimgate.proxy.forward import Proxy
 from trimgate.proxy.front import FRONTS, drain_fronts
-from trimgate.proxy.metrics import Metrics
+from trimgate.proxy.metrics import Metrics, metrics_for
 from trimgate.proxy.upstream import UpstreamClient, make_client
 
 Sleep = Callable[[float], Awaitable[None]]
@@ -63,7 +63,7 @@ def create_app(
     """
     if shared is None:
         registry = registry if registry is not None else CollectorRegistry()
-        shared = Shared(config, registry, Metrics(registry))
+        shared = Shared(config, registry, metrics_for(config, registry))
     if admin is None:
         admin = config.server.admin_port is None
     app = web.Application(client_max_size=config.server.max_body_bytes)

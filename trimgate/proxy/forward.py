@@ -26,6 +26,7 @@ from aiohttp import web
 from multidict import CIMultiDict
 from yarl import URL
 
+from trimgate.attribution import team_resolver
 from trimgate.config import Config
 from trimgate.errors import UpstreamError
 from trimgate.providers.base import Codec
@@ -72,6 +73,9 @@ class Proxy:
         self._client = client
         self._sleep = sleep
         self.calibration: dict[str, Calibration] = {}
+        self.team = team_resolver(config.metrics.attribution)  # None: no team label
+        if self.team is not None and not metrics.teams:
+            raise ValueError("metrics.attribution is on: Metrics(registry, teams=True)")
 
     # --- route ----------------------------------------------------------------
 
@@ -90,18 +94,21 @@ class Proxy:
                 exc.provider, 404, f"no upstream configured for {exc.provider}", request_id
             )
         provider = route.upstream.provider
+        team = self.team(request.headers) if self.team is not None else None
         try:
             body = await request.read()
         except web.HTTPRequestEntityTooLarge:
-            self._count(route, "other", 413)
+            self._count(route, "other", 413, team)
             return error_response(
                 provider, 413, "request body exceeds server.max_body_bytes", request_id
             )
         chat, skipped = self._examine_safely(request, route, body, request_id)
         try:
-            return await self._forward(request, route, body, chat, skipped, request_id, started)
+            return await self._forward(
+                request, route, body, chat, skipped, request_id, started, team
+            )
         except UpstreamError as exc:
-            self._count(route, chat.label if chat else "other", exc.status)
+            self._count(route, chat.label if chat else "other", exc.status, team)
             log.warning(
                 "upstream failed",
                 extra={
@@ -110,6 +117,7 @@ class Proxy:
                     "upstream": route.name,
                     "status": exc.status,
                     "error": str(exc),
+                    **({"team": team} if team is not None else {}),
                 },
             )
             return error_response(provider, exc.status, str(exc), request_id)
@@ -151,6 +159,7 @@ class Proxy:
         skipped: str | None,
         request_id: str,
         started: float,
+        team: str | None = None,
     ) -> web.StreamResponse | None:
         url = URL(route.url(request.raw_path.partition("?")[2]), encoded=True)
         headers = up.request_headers(request.headers)
@@ -166,7 +175,7 @@ class Proxy:
         if chat is None:  # pass-through: byte for byte
             final = await send(body)
             try:
-                self._count(route, "other", final.resp.status)
+                self._count(route, "other", final.resp.status, team)
                 self._overhead(route, started, timer)
                 return await relay(request, final, extra, None)
             finally:
@@ -178,10 +187,11 @@ class Proxy:
             headers["Accept-Encoding"] = "gzip, deflate"
         final, outcome = await self._send_chat(chat, send, request_id)
         try:
-            outcome.attribution = attribution(request.headers)
+            outcome.attribution = attribution(request.headers, team)
+            outcome.team = team
             extra.update(response_headers(outcome))
             status = final.resp.status
-            self._count(route, chat.label, status)
+            self._count(route, chat.label, status, team)
             self._overhead(route, started, timer)
             # Metrics, the event and the log lines go out as soon as the handler first
             # waits (the relay's first read), after the answer's first bytes: not in
@@ -284,8 +294,8 @@ class Proxy:
         overhead = time.perf_counter() - started - timer.spent
         self.metrics.for_upstream(route.name)[0].observe(max(0.0, overhead))
 
-    def _count(self, route: Route, label: str, status: int) -> None:
-        self.metrics.count_request(route.name, route.upstream.provider, label, status)
+    def _count(self, route: Route, label: str, status: int, team: str | None = None) -> None:
+        self.metrics.count_request(route.name, route.upstream.provider, label, status, team)
 
 
 def _record(outcome: Outcome, metrics: Metrics, hub: EventHub, status: int) -> None:

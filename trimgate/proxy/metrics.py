@@ -2,7 +2,9 @@
 
 Label values are bounded: ``upstream`` is a configured name, ``provider`` one
 of three, ``model`` a catalog entry's name or ``other``, ``status`` an HTTP
-status code, ``reason`` preemptive or reactive.
+status code, ``reason`` preemptive or reactive. With ``metrics.attribution`` on,
+the counters named in ``BY_TEAM`` carry one more label, ``team`` (bounded by the
+resolver in ``trimgate.attribution``); with it off they are exactly as without it.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from trimgate.config import Config
 
 TOKEN_BUCKETS = (
     1_000, 2_000, 4_000, 8_000, 16_000, 32_000, 64_000, 128_000, 200_000, 400_000,
@@ -21,13 +25,34 @@ OVERHEAD_BUCKETS = (
 )  # fmt: skip
 UPSTREAM_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 
+# The counters that carry the ``team`` label when attribution is on: to add the label
+# to a counter, add its name here (its children get the team in ``Metrics.child``).
+BY_TEAM = frozenset(
+    {
+        "trimgate_requests_total",
+        "trimgate_trims_total",
+        "trimgate_dropped_turns_total",
+        "trimgate_tokens_dropped_total",
+        "trimgate_context_overflows_total",
+        "trimgate_trim_exhausted_total",
+    }
+)
+TEAM = "team"
+
 _TRIM = ("upstream", "model", "reason")
 _UM = ("upstream", "model")
 
 
 class Metrics:
-    def __init__(self, registry: CollectorRegistry) -> None:
+    def __init__(self, registry: CollectorRegistry, *, teams: bool = False) -> None:
+        self.teams = teams  # the BY_TEAM counters carry the ``team`` label
+        self._by_team: set[int] = set()  # ids of the collectors that carry it
+
         def counter(name: str, doc: str, labels: tuple[str, ...]) -> Counter:
+            if teams and name in BY_TEAM:
+                made = Counter(name, doc, (*labels, TEAM), registry=registry)
+                self._by_team.add(id(made))
+                return made
             return Counter(name, doc, labels, registry=registry)
 
         self.requests = counter(
@@ -114,25 +139,33 @@ class Metrics:
             registry=registry,
         )
         # The caches are bounded by the label values: configured upstreams, catalog
-        # names and "other", and HTTP status codes.
-        self._models: dict[tuple[str, str], ModelMetrics] = {}
+        # names and "other", HTTP status codes, and teams (bounded by their resolver).
+        self._models: dict[tuple[str, str, str | None], ModelMetrics] = {}
         self._calibration: dict[str, Any] = {}
-        self._requests: dict[tuple[str, str, str, int], Any] = {}
+        self._requests: dict[tuple[str, str, str, int, str | None], Any] = {}
         self._upstream: dict[str, tuple[Any, Any]] = {}
 
-    def for_model(self, upstream: str, model: str) -> ModelMetrics:
-        found = self._models.get((upstream, model))
+    def child(self, metric: Any, values: tuple[str, ...], team: str | None) -> Any:
+        """``metric``'s child for ``values``, and ``team`` where the metric carries it."""
+        if id(metric) in self._by_team:
+            return metric.labels(*values, team or "unattributed")
+        return metric.labels(*values)
+
+    def for_model(self, upstream: str, model: str, team: str | None = None) -> ModelMetrics:
+        key = (upstream, model, team)
+        found = self._models.get(key)
         if found is None:
-            found = self._models[(upstream, model)] = ModelMetrics(self, upstream, model)
+            found = self._models[key] = ModelMetrics(self, upstream, model, team)
         return found
 
-    def count_request(self, upstream: str, provider: str, model: str, status: int) -> None:
-        key = (upstream, provider, model, status)
+    def count_request(
+        self, upstream: str, provider: str, model: str, status: int, team: str | None = None
+    ) -> None:
+        key = (upstream, provider, model, status, team)
         child = self._requests.get(key)
         if child is None:
-            child = self._requests[key] = self.requests.labels(
-                upstream, provider, model, str(status)
-            )
+            values = (upstream, provider, model, str(status))
+            child = self._requests[key] = self.child(self.requests, values, team)
         child.inc()
 
     def set_calibration(self, model: str, ratio: float) -> None:
@@ -151,6 +184,11 @@ class Metrics:
                 self.upstream_duration.labels(upstream),
             )
         return found
+
+
+def metrics_for(config: Config, registry: CollectorRegistry) -> Metrics:
+    """The collectors ``config`` asks for: the ``team`` label iff attribution is on."""
+    return Metrics(registry, teams=config.metrics.attribution is not None)
 
 
 class ModelMetrics:
@@ -176,18 +214,22 @@ class ModelMetrics:
         "utilization",
     )
 
-    def __init__(self, m: Metrics, upstream: str, model: str) -> None:
+    def __init__(self, m: Metrics, upstream: str, model: str, team: str | None = None) -> None:
         um = (upstream, model)
-        self.prompt_tokens = m.prompt_tokens.labels(*um)
-        self.utilization = m.utilization.labels(*um)
-        self.context_overflows = m.context_overflows.labels(*um)
-        self.reactive_retries = m.reactive_retries.labels(*um)
-        self.trim_exhausted = m.trim_exhausted.labels(*um)
-        self.capped_messages = m.capped_messages.labels(*um)
-        self.orphans_removed = m.orphans_removed.labels(*um)
-        self.tool_results_capped = m.tool_results_capped.labels(*um)
+
+        def child(metric: Any, *values: str) -> Any:
+            return m.child(metric, values, team)
+
+        self.prompt_tokens = child(m.prompt_tokens, *um)
+        self.utilization = child(m.utilization, *um)
+        self.context_overflows = child(m.context_overflows, *um)
+        self.reactive_retries = child(m.reactive_retries, *um)
+        self.trim_exhausted = child(m.trim_exhausted, *um)
+        self.capped_messages = child(m.capped_messages, *um)
+        self.orphans_removed = child(m.orphans_removed, *um)
+        self.tool_results_capped = child(m.tool_results_capped, *um)
         reasons = ("preemptive", "reactive")
-        self.trims = {r: m.trims.labels(*um, r) for r in reasons}
-        self.dropped_turns = {r: m.dropped_turns.labels(*um, r) for r in reasons}
-        self.dropped_messages = {r: m.dropped_messages.labels(*um, r) for r in reasons}
-        self.tokens_dropped = {r: m.tokens_dropped.labels(*um, r) for r in reasons}
+        self.trims = {r: child(m.trims, *um, r) for r in reasons}
+        self.dropped_turns = {r: child(m.dropped_turns, *um, r) for r in reasons}
+        self.dropped_messages = {r: child(m.dropped_messages, *um, r) for r in reasons}
+        self.tokens_dropped = {r: child(m.tokens_dropped, *um, r) for r in reasons}

@@ -18,7 +18,7 @@ from trimgate import logs
 from trimgate.config import Config
 from trimgate.proxy.app import ADMIN_PATHS, CONFIG, PROXY, Shared, create_admin_app, create_app
 from trimgate.proxy.front import FrontSite
-from trimgate.proxy.metrics import Metrics
+from trimgate.proxy.metrics import metrics_for
 
 log = logging.getLogger("trimgate")
 
@@ -48,7 +48,7 @@ async def run_server(
     through the supervisor, metrics are exposed from every worker's files.
     """
     registry = CollectorRegistry()
-    shared = Shared(config, registry, Metrics(registry))
+    shared = Shared(config, registry, metrics_for(config, registry))
     output = None
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         output = _multiprocess_output()

@@ -44,11 +44,13 @@ class Outcome:
     exhausted: bool = False
     shadow: bool = False
     attribution: dict[str, str] = field(default_factory=dict)
+    team: str | None = None  # the bounded ``team`` label; None: attribution is off
 
 
-def attribution(headers: Mapping[str, str]) -> dict[str, str]:
-    """Attribution fields from the request's x-trimgate-* headers (case-insensitive)."""
-    out = {}
+def attribution(headers: Mapping[str, str], team: str | None = None) -> dict[str, str]:
+    """Attribution fields from the request's x-trimgate-* headers (case-insensitive),
+    and ``team`` when metering by team is on (a resolved, bounded value)."""
+    out = {"team": team} if team is not None else {}
     for header, key in ATTRIBUTION.items():
         value = headers.get(header)
         if value:
@@ -89,7 +91,7 @@ def response_headers(o: Outcome) -> dict[str, str]:
 def record(o: Outcome, metrics: Metrics, hub: EventHub, *, status: int) -> None:
     """Metrics, the event and the log lines of an examined request."""
     r = o.report
-    mm = metrics.for_model(o.upstream, o.model_label)
+    mm = metrics.for_model(o.upstream, o.model_label, o.team)
     _observe(o, mm)
     base = {
         "request_id": o.request_id,
