@@ -50,7 +50,7 @@ from trimgate.errors import DecodeError
 from trimgate.history import Conversation, Message, Role, text_message
 from trimgate.providers.base import JSON, CodecBase, Decoded, DecodeOptions
 from trimgate.providers.common import json_bytes, rebuild, utf8_len
-from trimgate.trimming.estimate import MESSAGE_FRAMING_TOKENS, bytes_tokens, nonascii_utf8_len
+from trimgate.trimming.estimate import bytes_tokens, message_tokens, nonascii_utf8_len
 from trimgate.trimming.pipeline import TrimPlan
 
 __all__ = ["CODEC", "AnthropicCodec"]
@@ -138,7 +138,6 @@ class AnthropicCodec(CodecBase):
         breadcrumb = options.breadcrumb
         media_tokens = options.media_tokens
         user, assistant = Role.USER, Role.ASSISTANT  # locals: the loop is hot
-        framing = MESSAGE_FRAMING_TOKENS
         messages: list[Message] = []
         append = messages.append
         for index, item in enumerate(items):
@@ -163,7 +162,7 @@ class AnthropicCodec(CodecBase):
                         text_message(
                             index,
                             user,
-                            (nbytes + 3) // 4 + framing,
+                            message_tokens(nbytes),
                             nbytes,
                             not is_crumb,
                             0,
@@ -171,7 +170,7 @@ class AnthropicCodec(CodecBase):
                         )
                     )
                 else:
-                    append(text_message(index, role, (nbytes + 3) // 4 + framing, nbytes))
+                    append(text_message(index, role, message_tokens(nbytes), nbytes))
                 continue
             if type(content) is not list:
                 raise DecodeError("message content is not a string or a list")
@@ -249,7 +248,7 @@ class AnthropicCodec(CodecBase):
                 Message(
                     index,
                     role,
-                    (nbytes + 3) // 4 + framing + media * media_tokens,  # message_tokens
+                    message_tokens(nbytes, media, media_tokens),
                     nbytes,
                     role is user and not has_result and not is_crumb,  # turn_start
                     tuple(calls) if calls else (),

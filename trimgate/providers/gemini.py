@@ -39,7 +39,7 @@ from trimgate.errors import DecodeError
 from trimgate.history import Conversation, Message, Role
 from trimgate.providers.base import JSON, CodecBase, Decoded, DecodeOptions
 from trimgate.providers.common import json_bytes, rebuild, utf8_len
-from trimgate.trimming.estimate import MESSAGE_FRAMING_TOKENS, bytes_tokens, nonascii_utf8_len
+from trimgate.trimming.estimate import bytes_tokens, message_tokens, nonascii_utf8_len
 from trimgate.trimming.pipeline import TrimPlan
 
 __all__ = ["CODEC", "GeminiCodec", "GeminiDecoded"]
@@ -157,7 +157,6 @@ def _scan(contents: list[Any], options: DecodeOptions) -> list[Message]:
     crumb_len = utf8_len(crumb)
     media_tokens = options.media_tokens
     user, assistant, tool_role = Role.USER, Role.ASSISTANT, Role.TOOL  # locals: the loop is hot
-    framing = MESSAGE_FRAMING_TOKENS
     # Calls of the latest content that made calls, by name, not yet answered.
     open_calls: dict[str, list[str]] = {}
     orphans = 0
@@ -334,7 +333,7 @@ def _scan(contents: list[Any], options: DecodeOptions) -> list[Message]:
             Message(
                 index,
                 role,
-                (nbytes + 3) // 4 + framing + media * media_tokens,  # message_tokens
+                message_tokens(nbytes, media, media_tokens),
                 nbytes,
                 role is user and not result_ids and not breadcrumb,  # turn_start
                 call_ids,

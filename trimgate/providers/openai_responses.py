@@ -54,7 +54,6 @@ from trimgate.history import (
 from trimgate.providers.base import JSON, CodecBase, Decoded, DecodeOptions
 from trimgate.providers.common import json_bytes, rebuild, utf8_len
 from trimgate.trimming.estimate import (
-    MESSAGE_FRAMING_TOKENS,
     bytes_tokens,
     message_tokens,
     nonascii_utf8_len,
@@ -209,7 +208,6 @@ class OpenAIResponsesCodec(CodecBase):
         messages: list[Message] = []
         append = messages.append
         user = Role.USER  # locals: the loop is hot
-        framing = MESSAGE_FRAMING_TOKENS
         seen_calls: set[str] = set()
         shell_ids: dict[str, str] = {}  # local_shell_call id -> call_id
         # A reasoning item still followed only by client calls: its position in
@@ -248,12 +246,12 @@ class OpenAIResponsesCodec(CodecBase):
                         own = item.get("id")
                         if type(own) is str:
                             shell_ids[own] = call_id
-                    append(call_message(index, (nbytes + 3) // 4 + framing, nbytes, (call_id,)))
+                    append(call_message(index, message_tokens(nbytes), nbytes, (call_id,)))
                     if reasoning_at >= 0:
                         reasoning_calls.append(call_id)
                     continue
                 message = Message(  # no id to pair by: exempt, left to the provider
-                    index, Role.ASSISTANT, (nbytes + 3) // 4 + framing, nbytes, exempt=True
+                    index, Role.ASSISTANT, message_tokens(nbytes), nbytes, exempt=True
                 )
 
             elif kind.endswith("_output"):
@@ -274,7 +272,7 @@ class OpenAIResponsesCodec(CodecBase):
                     nbytes += _str_bytes(item, "tools")
                 elif kind == "program_output":
                     nbytes += _str_bytes(item, "result")
-                tokens = (nbytes + 3) // 4 + framing + media * media_tokens
+                tokens = message_tokens(nbytes, media, media_tokens)
                 if type(call_id) is str:
                     message = result_message(
                         index,
@@ -294,7 +292,7 @@ class OpenAIResponsesCodec(CodecBase):
                 if not role and not kind:  # an item_reference without its type
                     nbytes = json_bytes(item)
                     message = Message(
-                        index, Role.ASSISTANT, (nbytes + 3) // 4 + framing, nbytes, exempt=True
+                        index, Role.ASSISTANT, message_tokens(nbytes), nbytes, exempt=True
                     )
                 else:
                     content = item.get("content")
@@ -305,7 +303,7 @@ class OpenAIResponsesCodec(CodecBase):
                     else:
                         nbytes, media = _content_size(content)
                         ours = role == "user" and _is_crumb(content, crumb)
-                    tokens = (nbytes + 3) // 4 + framing + media * media_tokens
+                    tokens = message_tokens(nbytes, media, media_tokens)
                     if role == "user":
                         message = text_message(index, user, tokens, nbytes, not ours, media, ours)
                     else:
@@ -356,7 +354,7 @@ class OpenAIResponsesCodec(CodecBase):
                 message = Message(
                     index,
                     Role.SYSTEM if _kind(item, "role") in _SYSTEM_ROLES else Role.ASSISTANT,
-                    (nbytes + 3) // 4 + framing + media * media_tokens,
+                    message_tokens(nbytes, media, media_tokens),
                     nbytes,
                     calls=calls,
                     media=media,
