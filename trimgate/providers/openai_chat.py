@@ -27,6 +27,7 @@ already starts with the breadcrumb is not marked twice.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -41,7 +42,7 @@ from trimgate.history import (
     result_message,
     text_message,
 )
-from trimgate.providers.base import JSON, CodecBase, Decoded, DecodeOptions
+from trimgate.providers.base import JSON, ChatRoute, CodecBase, Decoded, DecodeOptions
 from trimgate.providers.common import RawItems, json_bytes, rebuild, utf8_len
 from trimgate.trimming.estimate import bytes_tokens, message_tokens, nonascii_utf8_len
 from trimgate.trimming.pipeline import TrimPlan
@@ -49,7 +50,7 @@ from trimgate.trimming.pipeline import TrimPlan
 if TYPE_CHECKING:
     from trimgate.providers._chatscan import Row
 
-__all__ = ["CODEC", "OpenAIChatCodec"]
+__all__ = ["CODEC", "OpenAIChatCodec", "openai_error_body"]
 
 _scan: Callable[[bytes], tuple[int, int, list[Row]] | None] | None
 try:
@@ -151,9 +152,37 @@ def _str_bytes(value: Any) -> int:
     return 0 if value is None else json_bytes(value)
 
 
+def openai_error_body(status: int, message: str, request_id: str) -> dict[str, Any]:
+    """trimgate's own error in OpenAI's envelope (every OpenAI-compatible format's)."""
+    return {
+        "error": {
+            "message": message,
+            "type": "trimgate_error",
+            "param": None,
+            "code": {502: "upstream_unreachable", 504: "upstream_timeout"}.get(status),
+        }
+    }
+
+
 class OpenAIChatCodec(CodecBase):
     wire_format = "openai"
+    provider = "openai"
+    default_base_url = "https://api.openai.com"
+    chat_routes: tuple[ChatRoute, ...] = (
+        ChatRoute("/v1/chat/completions"),
+        ChatRoute("/chat/completions"),
+    )
+    provider_paths: re.Pattern[str] | None = (
+        None  # the registry's first line: every path nobody claims
+    )
+    default_path = "/v1/chat/completions"
     stream_usage_markers: tuple[bytes, ...] = (b'"prompt_tokens"',)
+
+    def error_body(self, status: int, message: str, request_id: str) -> dict[str, Any]:
+        return openai_error_body(status, message, request_id)
+
+    def guess(self, body: dict[str, Any]) -> int:
+        return 0  # the default format: what a body nobody recognises is taken for
 
     # -- requests -----------------------------------------------------------------------
 

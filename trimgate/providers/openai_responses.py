@@ -38,6 +38,7 @@ Encrypted reasoning content is not counted (opaque, like base64 media).
 
 from __future__ import annotations
 
+import re
 from typing import Any, Final
 
 import orjson
@@ -51,8 +52,9 @@ from trimgate.history import (
     result_message,
     text_message,
 )
-from trimgate.providers.base import JSON, CodecBase, Decoded, DecodeOptions
+from trimgate.providers.base import JSON, ChatRoute, CodecBase, Decoded, DecodeOptions
 from trimgate.providers.common import json_bytes, rebuild, utf8_len
+from trimgate.providers.openai_chat import openai_error_body
 from trimgate.trimming.estimate import (
     bytes_tokens,
     message_tokens,
@@ -163,7 +165,18 @@ def _kind(obj: dict[str, Any], key: str = "type") -> str:
 
 class OpenAIResponsesCodec(CodecBase):
     wire_format = "openai-responses"
+    provider = "openai"
+    default_base_url = "https://api.openai.com"
+    chat_routes: tuple[ChatRoute, ...] = (ChatRoute("/v1/responses"), ChatRoute("/responses"))
+    provider_paths: re.Pattern[str] | None = None  # OpenAI's: the registry's first line serves them
+    default_path = "/v1/responses"
     stream_usage_markers: tuple[bytes, ...] = (b'"input_tokens"',)
+
+    def error_body(self, status: int, message: str, request_id: str) -> dict[str, Any]:
+        return openai_error_body(status, message, request_id)
+
+    def guess(self, body: dict[str, Any]) -> int:
+        return 2 if "input" in body and "messages" not in body else 0
 
     def decode(self, body: JSON, *, path: str, options: DecodeOptions) -> Decoded:
         if type(body) is not dict:

@@ -30,7 +30,7 @@ from trimgate.errors import DecodeError, UpstreamError
 from trimgate.providers.base import Codec, Decoded, DecodeOptions
 from trimgate.providers.catalog import Catalog, CatalogEntry
 from trimgate.providers.overflow import Overflow, stream_head_decided
-from trimgate.providers.registry import CODECS
+from trimgate.providers.registry import CODECS, error_body
 from trimgate.proxy import upstream as up
 from trimgate.proxy.events import EventHub
 from trimgate.proxy.front import FrontRequest
@@ -855,48 +855,8 @@ def _refuse(request_id: str, why: str = "trimgate is not an open proxy") -> web.
     )
 
 
-_GEMINI_STATUS = {
-    400: "INVALID_ARGUMENT",
-    404: "NOT_FOUND",
-    413: "INVALID_ARGUMENT",
-    502: "UNAVAILABLE",
-    504: "DEADLINE_EXCEEDED",
-}
-_ANTHROPIC_TYPE = {
-    400: "invalid_request_error",
-    404: "not_found_error",
-    413: "request_too_large",
-    502: "api_error",
-    504: "timeout_error",
-}
-
-
 def error_response(provider: str, status: int, message: str, request_id: str) -> web.Response:
     """An error in the provider's own envelope, so SDKs raise their usual exceptions."""
-    body: dict[str, Any]
-    if provider == "anthropic":
-        body = {
-            "type": "error",
-            "error": {"type": _ANTHROPIC_TYPE.get(status, "api_error"), "message": message},
-        }
-    elif provider == "gemini":
-        body = {
-            "error": {
-                "code": status,
-                "message": message,
-                "status": _GEMINI_STATUS.get(status, "INTERNAL"),
-            }
-        }
-    else:
-        body = {
-            "error": {
-                "message": message,
-                "type": "trimgate_error",
-                "param": None,
-                "code": {502: "upstream_unreachable", 504: "upstream_timeout"}.get(status),
-            }
-        }
+    body = error_body(provider, status, message, request_id)
     headers = CIMultiDict({"x-trimgate-request-id": request_id, "x-trimgate-error": "true"})
-    return web.Response(
-        body=orjson.dumps(body), status=status, content_type="application/json", headers=headers
-    )
+    return web.Response(body=body, status=status, content_type="application/json", headers=headers)
