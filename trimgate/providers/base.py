@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol
 
 from trimgate.history import Conversation
 from trimgate.providers.overflow import Overflow, detect_overflow, detect_stream_overflow
@@ -60,7 +60,6 @@ class Decoded:
     skip: str | None = None
 
 
-@runtime_checkable
 class Codec(Protocol):
     wire_format: str  # the format's name: a ``trimgate trim --format`` choice, a log field
     provider: str  # the ``provider`` an upstream names in the config (formats may share one)
