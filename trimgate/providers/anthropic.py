@@ -51,7 +51,12 @@ from trimgate.errors import DecodeError
 from trimgate.history import Conversation, Message, Role, text_message
 from trimgate.providers.base import JSON, ChatRoute, CodecBase, Decoded, DecodeOptions
 from trimgate.providers.common import json_bytes, rebuild, utf8_len
-from trimgate.trimming.estimate import bytes_tokens, message_tokens, nonascii_utf8_len
+from trimgate.trimming.estimate import (
+    bytes_tokens,
+    framed_tokens,
+    message_tokens,
+    nonascii_utf8_len,
+)
 from trimgate.trimming.pipeline import TrimPlan
 
 __all__ = ["CODEC", "AnthropicCodec"]
@@ -203,7 +208,7 @@ class AnthropicCodec(CodecBase):
                         text_message(
                             index,
                             user,
-                            message_tokens(nbytes),
+                            framed_tokens(nbytes),
                             nbytes,
                             not is_crumb,
                             0,
@@ -211,7 +216,7 @@ class AnthropicCodec(CodecBase):
                         )
                     )
                 else:
-                    append(text_message(index, role, message_tokens(nbytes), nbytes))
+                    append(text_message(index, role, framed_tokens(nbytes), nbytes))
                 continue
             if type(content) is not list:
                 raise DecodeError("message content is not a string or a list")

@@ -44,7 +44,12 @@ from trimgate.history import (
 )
 from trimgate.providers.base import JSON, ChatRoute, CodecBase, Decoded, DecodeOptions
 from trimgate.providers.common import RawItems, json_bytes, rebuild, utf8_len
-from trimgate.trimming.estimate import bytes_tokens, message_tokens, nonascii_utf8_len
+from trimgate.trimming.estimate import (
+    bytes_tokens,
+    framed_tokens,
+    message_tokens,
+    nonascii_utf8_len,
+)
 from trimgate.trimming.pipeline import TrimPlan
 
 if TYPE_CHECKING:
@@ -214,7 +219,7 @@ class OpenAIChatCodec(CodecBase):
                     crumb = content == breadcrumb
                     append(
                         text_message(
-                            index, user, message_tokens(nbytes), nbytes, not crumb, 0, crumb
+                            index, user, framed_tokens(nbytes), nbytes, not crumb, 0, crumb
                         )
                     )
                     continue
@@ -377,7 +382,7 @@ class OpenAIChatCodec(CodecBase):
         odd: list[int] = []  # the items of other shapes
         reencode: list[int] = []  # of those, the ones that may give a key twice
         for index, (_, _, role, nbytes, flags, ids) in enumerate(rows):
-            tokens = message_tokens(nbytes)
+            tokens = framed_tokens(nbytes)
             if role == _USER:
                 crumb = (
                     flags & _STRING_CONTENT != 0

@@ -57,6 +57,7 @@ from trimgate.providers.common import json_bytes, rebuild, utf8_len
 from trimgate.providers.openai_chat import openai_error_body
 from trimgate.trimming.estimate import (
     bytes_tokens,
+    framed_tokens,
     message_tokens,
     nonascii_utf8_len,
 )
@@ -259,12 +260,12 @@ class OpenAIResponsesCodec(CodecBase):
                         own = item.get("id")
                         if type(own) is str:
                             shell_ids[own] = call_id
-                    append(call_message(index, message_tokens(nbytes), nbytes, (call_id,)))
+                    append(call_message(index, framed_tokens(nbytes), nbytes, (call_id,)))
                     if reasoning_at >= 0:
                         reasoning_calls.append(call_id)
                     continue
                 message = Message(  # no id to pair by: exempt, left to the provider
-                    index, Role.ASSISTANT, message_tokens(nbytes), nbytes, exempt=True
+                    index, Role.ASSISTANT, framed_tokens(nbytes), nbytes, exempt=True
                 )
 
             elif kind.endswith("_output"):
@@ -305,7 +306,7 @@ class OpenAIResponsesCodec(CodecBase):
                 if not role and not kind:  # an item_reference without its type
                     nbytes = json_bytes(item)
                     message = Message(
-                        index, Role.ASSISTANT, message_tokens(nbytes), nbytes, exempt=True
+                        index, Role.ASSISTANT, framed_tokens(nbytes), nbytes, exempt=True
                     )
                 else:
                     content = item.get("content")
@@ -448,7 +449,7 @@ def _reasoning(index: int, nbytes: int, calls: list[str]) -> Message:
     return Message(
         index=index,
         role=Role.ASSISTANT,
-        tokens=message_tokens(nbytes),
+        tokens=framed_tokens(nbytes),
         text_bytes=nbytes,
         calls=tuple(calls),
         other_content=not calls,
