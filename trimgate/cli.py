@@ -14,18 +14,11 @@ import yaml
 
 from trimgate.config import Config, load_config, redacted
 from trimgate.errors import ConfigError, DecodeError
+from trimgate.providers.registry import REGISTRY
 
 if TYPE_CHECKING:  # imported where used: each command loads only what it needs
     from trimgate.providers.catalog import CatalogEntry
     from trimgate.trimming.pipeline import TrimPlan
-
-FORMATS = ("openai", "openai-responses", "anthropic", "gemini")
-DEFAULT_PATHS = {
-    "openai": "/v1/chat/completions",
-    "openai-responses": "/v1/responses",
-    "anthropic": "/v1/messages",
-    "gemini": "/v1beta/models/{model}:generateContent",
-}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -43,7 +36,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     check.add_argument("file")
 
     trim = sub.add_parser("trim", help="offline dry run of one request body")
-    trim.add_argument("--format", choices=FORMATS, help="wire format (default: guessed)")
+    trim.add_argument("--format", choices=REGISTRY.formats, help="wire format (default: guessed)")
     trim.add_argument("--model", help="model name (default: the body's)")
     trim.add_argument("--budget", type=int, help="token budget (default: from the config)")
     trim.add_argument("--config", help="config file")
@@ -92,34 +85,9 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def guess_format(body: dict[str, Any]) -> str:
-    if "contents" in body or "generateContentRequest" in body:
-        return "gemini"
-    if "input" in body and "messages" not in body:
-        return "openai-responses"
-    messages = body.get("messages")
-    if "system" in body or (
-        isinstance(body.get("max_tokens"), int)
-        and "anthropic" in str(body.get("model", "")).lower()
-    ):
-        return "anthropic"
-    if isinstance(messages, list):
-        for m in messages:
-            if isinstance(m, dict) and isinstance(m.get("content"), list):
-                for part in m["content"]:
-                    if isinstance(part, dict) and part.get("type") in (
-                        "tool_use",
-                        "tool_result",
-                        "thinking",
-                    ):
-                        return "anthropic"
-    return "openai"
-
-
 def _trim(args: argparse.Namespace) -> int:
     from trimgate.providers.base import DecodeOptions
     from trimgate.providers.catalog import Catalog, CatalogEntry
-    from trimgate.providers.registry import CODECS
     from trimgate.trimming.pipeline import plan
     from trimgate.trimming.policy import make_policy
 
@@ -133,12 +101,12 @@ def _trim(args: argparse.Namespace) -> int:
     if not isinstance(body, dict):
         print("input is not a JSON object", file=sys.stderr)
         return 2
-    wire = args.format or guess_format(body)
-    codec = CODECS[wire]
+    wire = args.format or REGISTRY.guess_format(body)
+    codec = REGISTRY.codecs[wire]
     model = (
         args.model or body.get("model") or (body.get("generateContentRequest") or {}).get("model")
     )
-    path = DEFAULT_PATHS[wire].format(model=str(model or "unknown").removeprefix("models/"))
+    path = codec.default_path.format(model=str(model or "unknown").removeprefix("models/"))
     t = config.trimming
     try:
         decoded = codec.decode(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
 import yaml
@@ -27,13 +27,17 @@ from pydantic import (
 
 from trimgate.errors import ConfigError
 from trimgate.providers.overflow import Patterns, compile_patterns
+from trimgate.providers.registry import REGISTRY
 from trimgate.trimming.policy import Settings, breadcrumb_tokens
 
 CONFIG_ENV = "TRIMGATE_CONFIG"
 DEFAULT_BREADCRUMB = "[earlier turns omitted to fit the context window]"
 REDACTED = "<redacted>"
 
-Provider = Literal["openai", "anthropic", "gemini"]
+if TYPE_CHECKING:
+    Provider = str
+else:  # the registry's providers, checked (and listed in errors) as a Literal
+    Provider = Literal[REGISTRY.providers]
 Mode = Literal["enforce", "shadow", "off"]
 
 
@@ -288,12 +292,10 @@ class MetricsConfig(_Strict):
 
 
 def _default_upstreams() -> dict[str, UpstreamConfig]:
+    """One upstream per provider, named after it, at the provider's own API."""
     return {
-        "openai": UpstreamConfig(provider="openai", base_url="https://api.openai.com"),
-        "anthropic": UpstreamConfig(provider="anthropic", base_url="https://api.anthropic.com"),
-        "gemini": UpstreamConfig(
-            provider="gemini", base_url="https://generativelanguage.googleapis.com"
-        ),
+        provider: UpstreamConfig(provider=provider, base_url=url)
+        for provider, url in REGISTRY.base_urls().items()
     }
 
 

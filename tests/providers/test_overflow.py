@@ -23,9 +23,10 @@ from trimgate.providers.overflow import (
     detect_overflow,
     detect_stream_overflow,
 )
+from trimgate.providers.registry import FORMATS
 
 CORPUS_PATH = Path(__file__).resolve().parent.parent / "data" / "error_corpus.yaml"
-WIRE_FORMATS = ("openai", "openai-responses", "anthropic", "gemini")
+WIRE_FORMATS = FORMATS
 REQUIRED_KEYS = {"id", "format", "server", "status", "stream", "body", "overflow", "source"}
 OPTIONAL_KEYS = {"real", "maximum"}
 

@@ -41,16 +41,22 @@ so this is a guard, not the common path).
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from typing import Any, Final
 
 import orjson
 from orjson import dumps
 
 from trimgate.errors import DecodeError
 from trimgate.history import Conversation, Message, Role, text_message
-from trimgate.providers.base import JSON, CodecBase, Decoded, DecodeOptions
+from trimgate.providers.base import JSON, ChatRoute, CodecBase, Decoded, DecodeOptions
 from trimgate.providers.common import json_bytes, rebuild, utf8_len
-from trimgate.trimming.estimate import MESSAGE_FRAMING_TOKENS, bytes_tokens, nonascii_utf8_len
+from trimgate.trimming.estimate import (
+    bytes_tokens,
+    framed_tokens,
+    message_tokens,
+    nonascii_utf8_len,
+)
 from trimgate.trimming.pipeline import TrimPlan
 
 __all__ = ["CODEC", "AnthropicCodec"]
@@ -122,9 +128,49 @@ def _system_bytes(system: Any) -> int:
     raise DecodeError("system is not a string or a list")
 
 
+# trimgate's own errors: the Anthropic error ``type`` of each status it answers with
+_ERROR_TYPES: Final = {
+    400: "invalid_request_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    502: "api_error",
+    504: "timeout_error",
+}
+_GUESS_PARTS: Final = ("tool_use", "tool_result", "thinking")  # content parts only it has
+
+
 class AnthropicCodec(CodecBase):
     wire_format = "anthropic"
+    provider = "anthropic"
+    default_base_url = "https://api.anthropic.com"
+    chat_routes: tuple[ChatRoute, ...] = (
+        ChatRoute("/v1/messages"),
+        ChatRoute("/v1/messages/count_tokens", count_tokens=True),
+    )
+    provider_paths: re.Pattern[str] | None = re.compile(r"/v1/messages(?:/|\Z)")
+    default_path = "/v1/messages"
     stream_usage_markers: tuple[bytes, ...] = (b"input_tokens",)
+
+    def error_body(self, status: int, message: str, request_id: str) -> dict[str, Any]:
+        return {
+            "type": "error",
+            "error": {"type": _ERROR_TYPES.get(status, "api_error"), "message": message},
+        }
+
+    def guess(self, body: dict[str, Any]) -> int:
+        if "system" in body or (
+            isinstance(body.get("max_tokens"), int)
+            and "anthropic" in str(body.get("model", "")).lower()
+        ):
+            return 1
+        messages = body.get("messages")
+        if isinstance(messages, list):
+            for m in messages:
+                if isinstance(m, dict) and isinstance(m.get("content"), list):
+                    for part in m["content"]:
+                        if isinstance(part, dict) and part.get("type") in _GUESS_PARTS:
+                            return 1
+        return 0
 
     # -- requests ---------------------------------------------------------------
 
@@ -138,7 +184,6 @@ class AnthropicCodec(CodecBase):
         breadcrumb = options.breadcrumb
         media_tokens = options.media_tokens
         user, assistant = Role.USER, Role.ASSISTANT  # locals: the loop is hot
-        framing = MESSAGE_FRAMING_TOKENS
         messages: list[Message] = []
         append = messages.append
         for index, item in enumerate(items):
@@ -163,7 +208,7 @@ class AnthropicCodec(CodecBase):
                         text_message(
                             index,
                             user,
-                            (nbytes + 3) // 4 + framing,
+                            framed_tokens(nbytes),
                             nbytes,
                             not is_crumb,
                             0,
@@ -171,7 +216,7 @@ class AnthropicCodec(CodecBase):
                         )
                     )
                 else:
-                    append(text_message(index, role, (nbytes + 3) // 4 + framing, nbytes))
+                    append(text_message(index, role, framed_tokens(nbytes), nbytes))
                 continue
             if type(content) is not list:
                 raise DecodeError("message content is not a string or a list")
@@ -249,7 +294,7 @@ class AnthropicCodec(CodecBase):
                 Message(
                     index,
                     role,
-                    (nbytes + 3) // 4 + framing + media * media_tokens,  # message_tokens
+                    message_tokens(nbytes, media, media_tokens),
                     nbytes,
                     role is user and not has_result and not is_crumb,  # turn_start
                     tuple(calls) if calls else (),

@@ -1,5 +1,12 @@
 """The codec protocol: one pure module per wire format implements it.
 
+A codec is all trimgate knows of a wire format: its name and provider, the chat
+endpoints it examines, which paths belong to its provider, the error envelope
+trimgate answers in, how a bare body looks (``trimgate trim`` without
+``--format``), and the markers of the streamed events that carry usage.
+``registry.py`` lists the codecs; routing, the error answers, the config and the
+CLI read them from there.
+
 A codec decodes a request body (already parsed JSON) into the neutral
 ``Conversation`` and encodes a ``TrimPlan`` back into a body built from the
 original items: untouched items come out as the very same objects, unknown
@@ -10,6 +17,7 @@ the prompt-token usage that calibration learns from.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -24,6 +32,17 @@ from trimgate.providers.overflow import (
 from trimgate.trimming.pipeline import TrimPlan
 
 JSON = Any  # parsed JSON (orjson.loads): dict / list / str / int / float / bool / None
+
+
+@dataclass(frozen=True, slots=True)
+class ChatRoute:
+    """A chat endpoint a codec examines: ``method`` requests whose path (after an
+    upstream's prefix) equals ``path``, or, for a compiled pattern, that it ``match``es
+    (a pattern anchors its own end)."""
+
+    path: str | re.Pattern[str]
+    count_tokens: bool = False  # a token-count endpoint: it answers a count, generates nothing
+    method: str = "POST"
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,10 +67,28 @@ class Decoded:
 
 
 class Codec(Protocol):
-    wire_format: str
+    wire_format: str  # the format's name: a ``trimgate trim --format`` choice, a log field
+    provider: str  # the ``provider`` an upstream names in the config (formats may share one)
+    default_base_url: str  # the provider's API, the built-in upstream of that name
+    chat_routes: tuple[ChatRoute, ...]  # the endpoints whose bodies are decoded and trimmed
+    # Paths the provider's default upstream serves when no upstream prefix matches,
+    # matched at the path's start; None: claims none (the registry's first line takes
+    # every path that no codec claims).
+    provider_paths: re.Pattern[str] | None
+    default_path: str  # the endpoint ``trimgate trim`` decodes a body as; ``{model}`` filled in
     # ``stream_usage`` finds a count only in an event holding one of these byte
     # strings: the relay skips every other event without decoding it.
     stream_usage_markers: tuple[bytes, ...]
+
+    def error_body(self, status: int, message: str, request_id: str) -> dict[str, Any]:
+        """trimgate's own error answer in the provider's envelope, so SDKs raise their usual
+        exceptions (the request id travels in a header, not in the body)."""
+        ...
+
+    def guess(self, body: dict[str, Any]) -> int:
+        """How distinctly ``body`` has this format's shape: 0 not at all. The format with
+        the highest score is the guess; on a tie, the earlier registry line."""
+        ...
 
     def decode(self, body: JSON, *, path: str, options: DecodeOptions) -> Decoded:
         """Raise ``DecodeError`` when the body is not the shape this endpoint expects."""
@@ -99,6 +136,11 @@ class CodecBase:
     format), and no ``decode_raw`` unless a codec has one."""
 
     wire_format: str
+    provider: str
+    default_base_url: str
+    chat_routes: tuple[ChatRoute, ...]
+    provider_paths: re.Pattern[str] | None
+    default_path: str
 
     def decode_raw(
         self, raw: bytes, *, path: str, options: DecodeOptions, tool_texts: bool
