@@ -39,9 +39,10 @@ from trimgate.proxy.retry import Send, Sleep, send_with_retries
 from trimgate.proxy.routing import NoUpstream, Route, Router, refusal
 from trimgate.proxy.signals import Outcome, attribution, record, response_headers
 from trimgate.proxy.usage import UsageSniffer as UsageSniffer  # bench/ablate.py replaces it
+from trimgate.proxy.windows import MAX_LEARNED_MODEL_LEN, LearnedWindows
 from trimgate.trimming.estimate import Calibration
 from trimgate.trimming.pipeline import TrimReport
-from trimgate.trimming.policy import learned
+from trimgate.trimming.policy import learned, learned_window
 
 log = logging.getLogger("trimgate")
 
@@ -72,6 +73,7 @@ class Proxy:
         self._client = client
         self._sleep = sleep
         self.calibration: dict[str, Calibration] = {}
+        self.windows = LearnedWindows()  # of models without a known window, per process
 
     # --- route ----------------------------------------------------------------
 
@@ -138,7 +140,9 @@ class Proxy:
         self, request: Incoming, route: Route, body: bytes
     ) -> tuple[Chat | None, str | None]:
         # a method of its own: bench/ablate.py replaces it to switch the examination off
-        return self.examiner.examine(request.headers, route, body, self.calibration)
+        return self.examiner.examine(
+            request.headers, route, body, self.calibration, self.windows.windows
+        )
 
     # --- send, retry, relay, signals --------------------------------------------
 
@@ -159,7 +163,7 @@ class Proxy:
         if skipped:
             extra["x-trimgate-skipped"] = skipped
         codec = chat.codec if chat else None
-        send = functools.partial(
+        send: Send = functools.partial(
             self._send, request.method, url, headers, body, route, timer, codec
         )
 
@@ -176,9 +180,13 @@ class Proxy:
             # trimgate must read error bodies (overflow) and usage: ask only for
             # encodings it can inflate; the answer is still relayed compressed
             headers["Accept-Encoding"] = "gzip, deflate"
+        if chat.window_unknown:
+            send = self._learning(chat, send, request_id)
         final, outcome = await self._send_chat(chat, send, request_id)
         try:
             outcome.attribution = attribution(request.headers)
+            if chat.skipped:
+                extra["x-trimgate-skipped"] = chat.skipped
             extra.update(response_headers(outcome))
             status = final.resp.status
             self._count(route, chat.label, status)
@@ -261,6 +269,35 @@ class Proxy:
         finally:
             timer.spent += time.perf_counter() - t  # waiting for the first bytes is upstream's
         return Attempt(resp, head, overflow)
+
+    def _learning(self, chat: Chat, send: Send, request_id: str) -> Send:
+        """``send``, learning the model's window from the first overflow that states one."""
+
+        async def send_and_learn(payload: bytes) -> Attempt:
+            attempt = await send(payload)
+            if attempt.overflow is not None:
+                window = learned_window(attempt.overflow.maximum)
+                if window is not None:
+                    self._learn_window(chat, window, request_id)
+            return attempt
+
+        return send_and_learn
+
+    def _learn_window(self, chat: Chat, window: int, request_id: str) -> None:
+        label = self.windows.learn(chat.model, window)
+        if label is None:  # known already, or a model string too long to keep
+            return
+        self.metrics.set_learned_window(label, window)
+        log.info(
+            "model window learned",
+            extra={
+                "event": "window_learned",
+                "request_id": request_id,
+                "upstream": chat.route.name,
+                "model": (chat.model or "")[:MAX_LEARNED_MODEL_LEN],
+                "window": window,
+            },
+        )
 
     # --- measures -----------------------------------------------------------------
 
