@@ -19,11 +19,14 @@ from tests.fakes import (
     Recorded,
     Reply,
     anthropic_ok,
+    anthropic_overflow,
     json_reply,
     openai_ok,
     openai_overflow,
+    sse_data,
+    sse_reply,
 )
-from tests.proxy.bodies import anthropic_messages, openai_chat
+from tests.proxy.bodies import anthropic_messages, gemini_contents, openai_chat
 from tests.proxy.conftest import MakeStack, Stack
 from trimgate.logs import JsonFormatter
 from trimgate.proxy.app import PROXY
@@ -186,6 +189,61 @@ async def test_overflows_teach_each_model_its_window(
     ]
     text = "\n".join(JsonFormatter().format(r) for r in lines)
     assert "uuuu" not in text and "task 0" not in text  # no message contents
+
+
+def gemini_overflow(real: int, maximum: int) -> Reply:
+    message = (
+        f"The input token count ({real}) exceeds the maximum number of tokens allowed ({maximum})."
+    )
+    return json_reply(
+        {"error": {"code": 400, "message": message, "status": "INVALID_ARGUMENT"}}, status=400
+    )
+
+
+GEMINI_OK = {
+    "candidates": [{"content": {"role": "model", "parts": [{"text": "ok"}]}, "index": 0}],
+    "usageMetadata": {"promptTokenCount": 500},
+}
+
+
+async def test_each_format_learns_the_window_its_overflow_states(make_stack: MakeStack) -> None:
+    message = "prompt is too long: 9000 tokens > 1500 maximum"
+    stream_error = {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
+    started = {"type": "message_start", "message": {"usage": {"input_tokens": 50}}}
+    fake = FakeProvider().then(
+        gemini_overflow(9_000, 2_500),
+        json_reply(GEMINI_OK),
+        anthropic_overflow(9_000, 1_800),
+        json_reply(anthropic_ok()),
+        sse_reply(sse_data(stream_error, event="error")),  # an overflow as a stream's event
+        sse_reply(sse_data(started, event="message_start")),
+    )
+    fake.responder = lambda r: json_reply(
+        GEMINI_OK if "generateContent" in r.path else anthropic_ok()
+    )
+    stack = await make_stack(fake)
+    gemini = "/v1beta/models/tuned-gem-1:generateContent"
+    cases: list[tuple[str, Any]] = [
+        (gemini, gemini_contents(30)),
+        ("/v1/messages", anthropic_messages(30, model="mystery-claude", max_tokens=100)),
+        ("/v1/messages", anthropic_messages(30, model="mystery-stream", stream=True)),
+    ]
+    for path, body in cases:
+        resp = await stack.client.post(path, json=body)
+        await resp.read()
+        assert resp.status == 200 and resp.headers["x-trimgate-reason"] == "reactive"
+    windows = stack.app[PROXY].windows.windows
+    assert dict(windows) == {
+        "tuned-gem-1": 2_500,
+        "mystery-claude": 1_800,
+        "mystery-stream": 1_500,
+    }
+    resp = await stack.client.post(gemini, json=gemini_contents(30))
+    assert resp.headers["x-trimgate-reason"] == "preemptive"
+    assert resp.headers["x-trimgate-budget"] == "2500"
+    body = anthropic_messages(30, model="mystery-claude", max_tokens=100)
+    resp = await stack.client.post("/v1/messages", json=body)
+    assert resp.headers["x-trimgate-budget"] == "1700"  # the learned window less max_tokens
 
 
 async def test_an_overflow_without_counts_is_retried_at_two_thirds(make_stack: MakeStack) -> None:
