@@ -3,6 +3,7 @@ their overflows teach."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -210,17 +211,25 @@ async def test_each_format_learns_the_window_its_overflow_states(make_stack: Mak
     message = "prompt is too long: 9000 tokens > 1500 maximum"
     stream_error = {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
     started = {"type": "message_start", "message": {"usage": {"input_tokens": 50}}}
-    fake = FakeProvider().then(
-        gemini_overflow(9_000, 2_500),
-        json_reply(GEMINI_OK),
-        anthropic_overflow(9_000, 1_800),
-        json_reply(anthropic_ok()),
-        sse_reply(sse_data(stream_error, event="error")),  # an overflow as a stream's event
-        sse_reply(sse_data(started, event="message_start")),
-    )
-    fake.responder = lambda r: json_reply(
-        GEMINI_OK if "generateContent" in r.path else anthropic_ok()
-    )
+    # each model's answers in turn (a models.get of the Gemini model finds nothing)
+    script: dict[str, list[Reply]] = {
+        "tuned-gem-1": [gemini_overflow(9_000, 2_500)],
+        "mystery-claude": [anthropic_overflow(9_000, 1_800)],
+        "mystery-stream": [
+            sse_reply(sse_data(stream_error, event="error")),  # an overflow as a stream event
+            sse_reply(sse_data(started, event="message_start")),
+        ],
+    }
+
+    def respond(r: Recorded) -> Reply:
+        if r.method == "GET":
+            return json_reply({"error": {"code": 404}}, status=404)
+        model = "tuned-gem-1" if "tuned-gem-1" in r.path else orjson.loads(r.body)["model"]
+        if script[model]:
+            return script[model].pop(0)
+        return json_reply(GEMINI_OK if "generateContent" in r.path else anthropic_ok())
+
+    fake = FakeProvider(respond)
     stack = await make_stack(fake)
     gemini = "/v1beta/models/tuned-gem-1:generateContent"
     cases: list[tuple[str, Any]] = [
@@ -359,3 +368,91 @@ async def test_an_unknown_model_through_the_openai_sdk(make_stack: MakeStack) ->
         assert second.headers["x-trimgate-budget"] == "3000"
     finally:
         await client.close()
+
+
+# --- Gemini's models.get -------------------------------------------------------------
+
+
+def gemini_provider(limits: dict[str, Reply]) -> FakeProvider:
+    """Answers models.get from ``limits`` (by path), and every call with GEMINI_OK."""
+
+    def respond(r: Recorded) -> Reply:
+        if r.method == "GET":
+            return limits.get(r.path, json_reply({"error": {"code": 404}}, status=404))
+        return json_reply(GEMINI_OK)
+
+    return FakeProvider(respond)
+
+
+async def wait_for_lookups(stack: Stack) -> None:
+    tasks = list(stack.app[PROXY].lookups._tasks)
+    await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), 5)
+
+
+@pytest.mark.parametrize("upstream_client", ["trimgate", "aiohttp"])
+async def test_an_unknown_gemini_model_asks_models_get_once(make_stack: MakeStack) -> None:
+    info = {"name": "models/tuned-gem-2", "inputTokenLimit": 3_000, "outputTokenLimit": 800}
+    fake = gemini_provider({"/v1beta/models/tuned-gem-2": json_reply(info)})
+    stack = await make_stack(fake)
+    path = "/v1beta/models/tuned-gem-2:generateContent?key=AIza-test&alt=json"
+    headers = {"x-goog-api-key": "AIza-header", "x-custom": "not-for-lookups"}
+    first = await stack.client.post(path, json=gemini_contents(30), headers=headers)
+    assert first.status == 200  # not held up by the lookup
+    assert first.headers["x-trimgate-skipped"] == "unknown-window"
+    await wait_for_lookups(stack)
+    gets = [r for r in stack.fake.requests if r.method == "GET"]
+    assert len(gets) == 1
+    get = gets[0]
+    assert get.path == "/v1beta/models/tuned-gem-2" and get.query == "key=AIza-test"
+    assert get.headers["x-goog-api-key"] == "AIza-header"
+    assert "x-custom" not in get.headers and get.body == b""
+    second = await stack.client.post(path, json=gemini_contents(30), headers=headers)
+    assert second.headers["x-trimgate-reason"] == "preemptive"
+    assert second.headers["x-trimgate-budget"] == "3000"
+    assert stack.metric(GAUGE, model="tuned-gem-2") == 3_000
+    assert len([r for r in stack.fake.requests if r.method == "GET"]) == 1  # asked once
+
+
+async def test_a_models_get_that_fails_teaches_nothing_and_is_not_repeated(
+    make_stack: MakeStack,
+) -> None:
+    hang = Reply(hang=True)
+    fake = gemini_provider(
+        {
+            "/v1beta/models/slow-gem:": hang,
+            "/v1beta/models/slow-gem": hang,
+            "/v1beta/models/odd-gem": json_reply({"inputTokenLimit": "lots"}),
+        }
+    )
+    stack = await make_stack(fake)
+    stack.app[PROXY].lookups.timeout = 0.2
+    for model in ("slow-gem", "missing-gem", "odd-gem", "slow-gem"):
+        path = f"/v1beta/models/{model}:generateContent"
+        resp = await stack.client.post(path, json=gemini_contents(3))
+        assert resp.status == 200 and resp.headers["x-trimgate-skipped"] == "unknown-window"
+    await wait_for_lookups(stack)
+    assert len(stack.app[PROXY].windows) == 0
+    assert len([r for r in stack.fake.requests if r.method == "GET"]) == 3
+
+
+async def test_models_get_is_not_asked_for_known_models_or_other_formats(
+    make_stack: MakeStack,
+) -> None:
+    stack = await make_stack(gemini_provider({}))
+    await stack.client.post(
+        "/v1beta/models/gemini-2.5-pro:generateContent", json=gemini_contents(3)
+    )
+    await stack.client.post("/v1/chat/completions", json=openai_chat(3, model="mystery-x"))
+    assert not [r for r in stack.fake.requests if r.method == "GET"]
+
+
+async def test_a_lookup_in_flight_ends_with_the_app(make_stack: MakeStack) -> None:
+    stack = await make_stack(gemini_provider({"/v1beta/models/slow-gem": Reply(hang=True)}))
+    resp = await stack.client.post(
+        "/v1beta/models/slow-gem:generateContent", json=gemini_contents(3)
+    )
+    assert resp.status == 200
+    tasks = list(stack.app[PROXY].lookups._tasks)
+    assert len(tasks) == 1 and not tasks[0].done()
+    await stack.client.close()  # shuts the app down: the lookup is cancelled, not leaked
+    assert tasks[0].done() and not stack.app[PROXY].lookups._tasks

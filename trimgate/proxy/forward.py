@@ -39,7 +39,7 @@ from trimgate.proxy.retry import Send, Sleep, send_with_retries
 from trimgate.proxy.routing import NoUpstream, Route, Router, refusal
 from trimgate.proxy.signals import Outcome, attribution, record, response_headers
 from trimgate.proxy.usage import UsageSniffer as UsageSniffer  # bench/ablate.py replaces it
-from trimgate.proxy.windows import MAX_LEARNED_MODEL_LEN, LearnedWindows
+from trimgate.proxy.windows import MAX_LEARNED_MODEL_LEN, GeminiLookups, LearnedWindows
 from trimgate.trimming.estimate import Calibration
 from trimgate.trimming.pipeline import TrimReport
 from trimgate.trimming.policy import learned, learned_window
@@ -74,6 +74,7 @@ class Proxy:
         self._sleep = sleep
         self.calibration: dict[str, Calibration] = {}
         self.windows = LearnedWindows()  # of models without a known window, per process
+        self.lookups = GeminiLookups(client)
 
     # --- route ----------------------------------------------------------------
 
@@ -182,6 +183,8 @@ class Proxy:
             headers["Accept-Encoding"] = "gzip, deflate"
         if chat.window_unknown:
             send = self._learning(chat, send, request_id)
+            if chat.codec.wire_format == "gemini":
+                self._ask_window(chat, request, route)
         final, outcome = await self._send_chat(chat, send, request_id)
         try:
             outcome.attribution = attribution(request.headers)
@@ -278,26 +281,40 @@ class Proxy:
             if attempt.overflow is not None:
                 window = learned_window(attempt.overflow.maximum)
                 if window is not None:
-                    self._learn_window(chat, window, request_id)
+                    name = chat.route.name
+                    self._learn_window(chat.model, window, name, "overflow", request_id)
             return attempt
 
         return send_and_learn
 
-    def _learn_window(self, chat: Chat, window: int, request_id: str) -> None:
-        label = self.windows.learn(chat.model, window)
+    def _ask_window(self, chat: Chat, request: Incoming, route: Route) -> None:
+        """Ask Gemini's models.get for the window, in the background (the request goes on)."""
+        name = route.name
+
+        def learn(model: str, window: int) -> None:
+            self._learn_window(model, window, name, "models.get")
+
+        query = request.raw_path.partition("?")[2]
+        base = route.upstream.base_url
+        self.lookups.ask(chat.model, base, route.path, query, request.headers, learn)
+
+    def _learn_window(
+        self, model: str | None, window: int, upstream: str, source: str, request_id: str = ""
+    ) -> None:
+        label = self.windows.learn(model, window)
         if label is None:  # known already, or a model string too long to keep
             return
         self.metrics.set_learned_window(label, window)
-        log.info(
-            "model window learned",
-            extra={
-                "event": "window_learned",
-                "request_id": request_id,
-                "upstream": chat.route.name,
-                "model": (chat.model or "")[:MAX_LEARNED_MODEL_LEN],
-                "window": window,
-            },
-        )
+        fields: dict[str, object] = {
+            "event": "window_learned",
+            "upstream": upstream,
+            "model": (model or "")[:MAX_LEARNED_MODEL_LEN],
+            "window": window,
+            "source": source,
+        }
+        if request_id:
+            fields["request_id"] = request_id
+        log.info("model window learned", extra=fields)
 
     # --- measures -----------------------------------------------------------------
 
