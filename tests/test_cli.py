@@ -48,6 +48,7 @@ def test_check_config_prints_effective_config_with_secrets_redacted(tmp_path: Pa
     assert data["trimming"]["mode"] == "shadow"
     assert data["server"]["admin_token"] == "<redacted>"
     assert data["trimming"]["breadcrumb"]["text"] == CRUMB
+    assert data["trimming"]["max_context_tokens"] is None  # unset unless configured
 
 
 def test_check_config_names_every_problem_by_key_path(tmp_path: Path) -> None:
@@ -109,6 +110,20 @@ def test_trim_dry_run_every_format(fmt: str, body: dict[str, Any]) -> None:
     assert set(report) >= {"dropped_messages", "tokens_before", "tokens_after", "kept_turns"}
     text = json.dumps(forwarded)
     assert CRUMB in text and "task 7" in text and "task 0:" not in text
+
+
+def test_trim_leaves_a_model_without_a_window_alone(tmp_path: Path) -> None:
+    body = orjson.dumps(openai_chat(40, model="mystery-model"))
+    out = run("trim", "-", stdin=body)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stderr)
+    assert report["skipped"] == "unknown-window" and report["trimmed"] is False
+    assert report["budget"] == 0 and report["catalog_entry"] is None
+    f = tmp_path / "c.yaml"
+    f.write_text("trimming: {max_context_tokens: 1000}\n")
+    out = run("trim", "--config", str(f), "-", stdin=body)
+    report = json.loads(out.stderr)
+    assert "skipped" not in report and report["trimmed"] is True and report["budget"] == 1000
 
 
 def test_trim_guesses_the_format_and_leaves_small_bodies_alone(tmp_path: Path) -> None:

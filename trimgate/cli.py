@@ -130,7 +130,7 @@ def _trim(args: argparse.Namespace) -> int:
     entry = catalog.lookup(str(model) if model else decoded.model)
     overrides = {(m.name or m.match): m.trimming for m in config.models}
     tc = config.for_model(overrides.get(entry.name) if entry else None)
-    window = entry.context_window if entry else tc.max_context_tokens
+    window = entry.context_window if entry else (tc.max_context_tokens or 0)
     policy = make_policy(
         tc.settings(),
         window,
@@ -143,6 +143,8 @@ def _trim(args: argparse.Namespace) -> int:
     out = codec.encode(decoded, result, breadcrumb=tc.breadcrumb.text) if result.changed else body
     sys.stdout.buffer.write(orjson.dumps(out, option=orjson.OPT_INDENT_2) + b"\n")
     report = _trim_report(wire, str(model) if model else None, entry, result)
+    if entry is None and tc.max_context_tokens is None and not result.report.budget:
+        report["skipped"] = "unknown-window"  # no window to trim to (no --budget)
     sys.stderr.write(orjson.dumps(report).decode() + "\n")
     return 0
 

@@ -124,7 +124,9 @@ class ReactiveConfig(_Strict):
 
 class TrimmingConfig(_Strict):
     mode: Mode = "enforce"
-    max_context_tokens: int = Field(default=128_000, ge=0)
+    # The window of models neither `models` nor the catalog knows; None: no preemptive
+    # token trim for them until an overflow states their window.
+    max_context_tokens: int | None = Field(default=None, ge=0)
     history_pruning: HistoryPruningConfig = HistoryPruningConfig()
     reserve_output_tokens: bool = True
     max_history_messages: int = Field(default=0, ge=0)

@@ -108,6 +108,11 @@ def create_app(
     # for once aiohttp has closed its idle connections and the event streams have ended
     app[FRONTS] = []
     app.on_shutdown.append(drain_fronts)
+
+    async def end_lookups(_: web.Application) -> None:
+        await proxy.lookups.close()  # before the upstream client closes (cleanup_ctx)
+
+    app.on_shutdown.append(end_lookups)
     return app
 
 

@@ -16,11 +16,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
+from multidict import MultiMapping
 
 from trimgate.config import Config
 from trimgate.errors import DecodeError
 from trimgate.providers.base import Codec, Decoded, DecodeOptions
-from trimgate.providers.catalog import Catalog, CatalogEntry
+from trimgate.providers.catalog import Catalog, CatalogEntry, anthropic_beta_tokens
 from trimgate.providers.registry import CODECS
 from trimgate.proxy.routing import Route
 from trimgate.trimming.estimate import Calibration
@@ -82,6 +83,11 @@ class Chat:
     encoding: str  # its Content-Encoding, "" when none
     options: DecodeOptions
     tool_texts: bool  # tool-result capping is configured: a decode fills their texts
+    # Why the preemptive trim was skipped (x-trimgate-skipped), None: it was not
+    skipped: str | None = None
+    # No window known for the model (no entry, no fallback, none learned): an overflow
+    # that states one teaches it
+    window_unknown: bool = False
 
     def replan(self, policy: Policy, max_body: int) -> tuple[TrimReport, bytes]:
         """A retry's report and body, from the body decoded as ``examine`` decoded it
@@ -128,8 +134,13 @@ class Examiner:
         route: Route,
         body: bytes,
         calibration: Mapping[str, Calibration],
+        learned: Mapping[str, int] | None = None,
     ) -> tuple[Chat | None, str | None]:
-        """The examined chat, or None and why it is forwarded untouched (None: mode off)."""
+        """The examined chat, or None and why it is forwarded untouched (None: mode off).
+
+        ``learned`` holds the windows overflows stated for models without one (model
+        string -> window): used only when neither the config nor the catalog knows the
+        model and ``trimming.max_context_tokens`` is not set."""
         assert route.wire_format is not None
         mode = self._mode(headers)
         if mode == "off":
@@ -151,15 +162,18 @@ class Examiner:
         options = self._options_for(settings)
         if options is not self.options:  # the model's own breadcrumb or media price
             decoded, _ = decode_chat(codec, raw, route.path, options, self.caps, parsed)
+        window = self._window(entry, decoded.model, settings, headers, route, learned)
         policy = make_policy(
             settings,
-            entry.context_window if entry else settings.max_context_tokens,
+            window or 0,
             output_limit=decoded.output_limit,
             hoistable=decoded.hoistable,
             request_budget=int_header(headers.get("x-trimgate-budget")),
             ratio=planning_ratio(calibration, label, settings),
             max_input=entry.max_input if entry else None,
         )
+        # No window and no other budget: no token trim on a guess (the other passes run)
+        skipped = "unknown-window" if window is None and not policy.budget else None
         trim_plan = plan(decoded.conversation, policy)
         shadow = mode == "shadow"
         send_body = body  # forwarded as it came unless the plan changes it
@@ -181,8 +195,37 @@ class Examiner:
             encoding=encoding,
             options=options,
             tool_texts=self.caps,
+            skipped=skipped,
+            window_unknown=window is None,
         )
         return chat, None
+
+    @staticmethod
+    def _window(
+        entry: CatalogEntry | None,
+        model: str | None,
+        settings: Settings,
+        headers: Mapping[str, str],
+        route: Route,
+        learned: Mapping[str, int] | None,
+    ) -> int | None:
+        """The model's window: its entry's (an Anthropic request's ``anthropic-beta``
+        tokens may pick an opt-in one), else the configured fallback, else the one an
+        overflow taught; None: unknown."""
+        if entry is not None:
+            if not entry.betas or route.wire_format != "anthropic":
+                return entry.context_window
+            values = (
+                headers.getall("anthropic-beta", ())
+                if isinstance(headers, MultiMapping)
+                else (headers.get("anthropic-beta"),)
+            )
+            return entry.window_for(anthropic_beta_tokens(*values))
+        if settings.max_context_tokens is not None:
+            return settings.max_context_tokens
+        if learned and model:
+            return learned.get(model)
+        return None
 
     def _mode(self, headers: Mapping[str, str]) -> str:
         """The request's ``x-trimgate-mode`` if it names a mode, else the configured one."""

@@ -40,9 +40,10 @@ from trimgate.proxy.retry import Send, Sleep, send_with_retries
 from trimgate.proxy.routing import NoUpstream, Route, Router, refusal
 from trimgate.proxy.signals import Outcome, attribution, record, response_headers
 from trimgate.proxy.usage import UsageSniffer as UsageSniffer  # bench/ablate.py replaces it
+from trimgate.proxy.windows import MAX_LEARNED_MODEL_LEN, GeminiLookups, LearnedWindows
 from trimgate.trimming.estimate import Calibration
 from trimgate.trimming.pipeline import TrimReport
-from trimgate.trimming.policy import learned
+from trimgate.trimming.policy import learned, learned_window
 
 log = logging.getLogger("trimgate")
 
@@ -76,6 +77,8 @@ class Proxy:
         self.team = team_resolver(config.metrics.attribution)  # None: no team label
         if self.team is not None and not metrics.teams:
             raise ValueError("metrics.attribution is on: Metrics(registry, teams=True)")
+        self.windows = LearnedWindows()  # of models without a known window, per process
+        self.lookups = GeminiLookups(client)
 
     # --- route ----------------------------------------------------------------
 
@@ -146,7 +149,9 @@ class Proxy:
         self, request: Incoming, route: Route, body: bytes
     ) -> tuple[Chat | None, str | None]:
         # a method of its own: bench/ablate.py replaces it to switch the examination off
-        return self.examiner.examine(request.headers, route, body, self.calibration)
+        return self.examiner.examine(
+            request.headers, route, body, self.calibration, self.windows.windows
+        )
 
     # --- send, retry, relay, signals --------------------------------------------
 
@@ -168,7 +173,7 @@ class Proxy:
         if skipped:
             extra["x-trimgate-skipped"] = skipped
         codec = chat.codec if chat else None
-        send = functools.partial(
+        send: Send = functools.partial(
             self._send, request.method, url, headers, body, route, timer, codec
         )
 
@@ -185,10 +190,16 @@ class Proxy:
             # trimgate must read error bodies (overflow) and usage: ask only for
             # encodings it can inflate; the answer is still relayed compressed
             headers["Accept-Encoding"] = "gzip, deflate"
+        if chat.window_unknown:
+            send = self._learning(chat, send, request_id)
+            if chat.codec.wire_format == "gemini":
+                self._ask_window(chat, request, route)
         final, outcome = await self._send_chat(chat, send, request_id)
         try:
             outcome.attribution = attribution(request.headers, team)
             outcome.team = team
+            if chat.skipped:
+                extra["x-trimgate-skipped"] = chat.skipped
             extra.update(response_headers(outcome))
             status = final.resp.status
             self._count(route, chat.label, status, team)
@@ -271,6 +282,49 @@ class Proxy:
         finally:
             timer.spent += time.perf_counter() - t  # waiting for the first bytes is upstream's
         return Attempt(resp, head, overflow)
+
+    def _learning(self, chat: Chat, send: Send, request_id: str) -> Send:
+        """``send``, learning the model's window from the first overflow that states one."""
+
+        async def send_and_learn(payload: bytes) -> Attempt:
+            attempt = await send(payload)
+            if attempt.overflow is not None:
+                window = learned_window(attempt.overflow.maximum)
+                if window is not None:
+                    name = chat.route.name
+                    self._learn_window(chat.model, window, name, "overflow", request_id)
+            return attempt
+
+        return send_and_learn
+
+    def _ask_window(self, chat: Chat, request: Incoming, route: Route) -> None:
+        """Ask Gemini's models.get for the window, in the background (the request goes on)."""
+        name = route.name
+
+        def learn(model: str, window: int) -> None:
+            self._learn_window(model, window, name, "models.get")
+
+        query = request.raw_path.partition("?")[2]
+        base = route.upstream.base_url
+        self.lookups.ask(chat.model, base, route.path, query, request.headers, learn)
+
+    def _learn_window(
+        self, model: str | None, window: int, upstream: str, source: str, request_id: str = ""
+    ) -> None:
+        label = self.windows.learn(model, window)
+        if label is None:  # known already, or a model string too long to keep
+            return
+        self.metrics.set_learned_window(label, window)
+        fields: dict[str, object] = {
+            "event": "window_learned",
+            "upstream": upstream,
+            "model": (model or "")[:MAX_LEARNED_MODEL_LEN],
+            "window": window,
+            "source": source,
+        }
+        if request_id:
+            fields["request_id"] = request_id
+        log.info("model window learned", extra=fields)
 
     # --- measures -----------------------------------------------------------------
 

@@ -1,10 +1,12 @@
 """Every Prometheus collector (docs/reference.md, "Metrics"), in one place, on an injected registry.
 
 Label values are bounded: ``upstream`` is a configured name, ``provider`` one
-of three, ``model`` a catalog entry's name or ``other``, ``status`` an HTTP
-status code, ``reason`` preemptive or reactive. With ``metrics.attribution`` on,
-the counters named in ``BY_TEAM`` carry one more label, ``team`` (bounded by the
-resolver in ``trimgate.attribution``); with it off they are exactly as without it.
+of three, ``model`` a catalog entry's name or ``other`` (on
+``trimgate_learned_window_tokens``: one of the first 32 learned model names, or
+``other``), ``status`` an HTTP status code, ``reason`` preemptive or reactive. With
+``metrics.attribution`` on, the counters named in ``BY_TEAM`` carry one more label,
+``team`` (bounded by the resolver in ``trimgate.attribution``); with it off they are
+exactly as without it.
 """
 
 from __future__ import annotations
@@ -127,6 +129,13 @@ class Metrics:
             registry=registry,
             multiprocess_mode="mostrecent",
         )
+        self.learned_window = Gauge(
+            "trimgate_learned_window_tokens",
+            "Context windows learned from overflows, for models without a known window.",
+            ("model",),
+            registry=registry,
+            multiprocess_mode="mostrecent",
+        )
         self.event_subscribers = Gauge(
             "trimgate_event_subscribers",
             "Connected event-stream subscribers (SSE and WebSocket).",
@@ -174,6 +183,10 @@ class Metrics:
         if child is None:
             child = self._calibration[model] = self.calibration.labels(model)
         child.set(ratio)
+
+    def set_learned_window(self, model: str, tokens: int) -> None:
+        # ``model`` is bounded by proxy/windows.py: a few learned names and "other"
+        self.learned_window.labels(model).set(tokens)
 
     def for_upstream(self, upstream: str) -> tuple[Any, Any]:
         """(overhead, upstream duration) histograms of one upstream."""
