@@ -37,7 +37,7 @@ from trimgate.proxy.metrics import Metrics
 from trimgate.proxy.relay import Attempt, Incoming, relay, sniff_overflow
 from trimgate.proxy.retry import Send, Sleep, send_with_retries
 from trimgate.proxy.routing import NoUpstream, Route, Router, refusal
-from trimgate.proxy.signals import Outcome, attribution, record, response_headers
+from trimgate.proxy.signals import Outcome, attribution, record, record_usage, response_headers
 from trimgate.proxy.usage import UsageSniffer as UsageSniffer  # bench/ablate.py replaces it
 from trimgate.trimming.estimate import Calibration
 from trimgate.trimming.pipeline import TrimReport
@@ -180,6 +180,8 @@ class Proxy:
         try:
             outcome.attribution = attribution(request.headers)
             extra.update(response_headers(outcome))
+            if chat.counted_after is not None:  # count_tokens answered for the client's body
+                extra["x-trimgate-tokens-after"] = str(chat.counted_after)
             status = final.resp.status
             self._count(route, chat.label, status)
             self._overhead(route, started, timer)
@@ -194,7 +196,10 @@ class Proxy:
                 sniffer = UsageSniffer(chat.codec, ctype, encoding)
             response = await relay(request, final, extra, sniffer)
             if sniffer is not None:
-                self._learn(chat, sniffer.prompt_tokens, outcome.report)
+                usage = sniffer.usage
+                self._learn(chat, usage[0] if usage else None, outcome.report)
+                if usage is not None and not chat.route.count_tokens:  # a count is no traffic
+                    record_usage(outcome, self.metrics, *usage)
             return response
         finally:
             final.resp.release()  # also when the relay failed or never started

@@ -67,6 +67,26 @@ class Metrics:
             "Overflows returned to the client because nothing more could be dropped.",
             _UM,
         )
+        # The provider's own usage; the trimmed pair counts answers to trimmed bodies
+        # only (a pair of its own, not a label: every series keeps upstream, model)
+        self.prompt_tokens_total = counter(
+            "trimgate_prompt_tokens_total", "Prompt tokens the provider reported.", _UM
+        )
+        self.prompt_cache_read = counter(
+            "trimgate_prompt_cache_read_tokens_total",
+            "Prompt tokens the provider reported read from its prompt cache.",
+            _UM,
+        )
+        self.trimmed_prompt_tokens_total = counter(
+            "trimgate_trimmed_prompt_tokens_total",
+            "Prompt tokens the provider reported for trimmed bodies.",
+            _UM,
+        )
+        self.trimmed_prompt_cache_read = counter(
+            "trimgate_trimmed_prompt_cache_read_tokens_total",
+            "Prompt tokens the provider reported read from its prompt cache, trimmed bodies.",
+            _UM,
+        )
         self.prompt_tokens = Histogram(
             "trimgate_prompt_tokens_estimated",
             "Estimated prompt tokens of forwarded chat requests.",
@@ -167,11 +187,15 @@ class ModelMetrics:
         "dropped_messages",
         "dropped_turns",
         "orphans_removed",
+        "prompt_cache_read",
         "prompt_tokens",
+        "prompt_tokens_total",
         "reactive_retries",
         "tokens_dropped",
         "tool_results_capped",
         "trim_exhausted",
+        "trimmed_prompt_cache_read",
+        "trimmed_prompt_tokens_total",
         "trims",
         "utilization",
     )
@@ -186,6 +210,10 @@ class ModelMetrics:
         self.capped_messages = m.capped_messages.labels(*um)
         self.orphans_removed = m.orphans_removed.labels(*um)
         self.tool_results_capped = m.tool_results_capped.labels(*um)
+        self.prompt_tokens_total = m.prompt_tokens_total.labels(*um)
+        self.prompt_cache_read = m.prompt_cache_read.labels(*um)
+        self.trimmed_prompt_tokens_total = m.trimmed_prompt_tokens_total.labels(*um)
+        self.trimmed_prompt_cache_read = m.trimmed_prompt_cache_read.labels(*um)
         reasons = ("preemptive", "reactive")
         self.trims = {r: m.trims.labels(*um, r) for r in reasons}
         self.dropped_turns = {r: m.dropped_turns.labels(*um, r) for r in reasons}
