@@ -148,3 +148,17 @@ async def test_responses_overflow_after_deferring_is_retried(make_stack: MakeSta
     assert resp.status == 200
     assert resp.headers["x-trimgate-reason"] == "reactive"
     assert len(stack.fake.requests[1].json()["input"]) < len(body["input"])
+
+
+def test_config_keys_take_only_their_values() -> None:
+    from trimgate.config import parse_config
+    from trimgate.errors import ConfigError
+
+    trimming = parse_config({}).trimming
+    assert (trimming.provider_managed, trimming.count_tokens) == ("defer", "client")
+    chosen = parse_config({"trimming": {"provider_managed": "trim", "count_tokens": "trimmed"}})
+    assert (chosen.trimming.provider_managed, chosen.trimming.count_tokens) == ("trim", "trimmed")
+    for bad in ({"provider_managed": "later"}, {"count_tokens": "both"}):
+        with pytest.raises(ConfigError) as info:
+            parse_config({"trimming": bad})
+        assert "trimming." + next(iter(bad)) in str(info.value)
