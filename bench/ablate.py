@@ -89,7 +89,7 @@ def patch(variant: str) -> None:
             return None
 
         @property
-        def prompt_tokens(self) -> int | None:
+        def usage(self) -> tuple[int, int] | None:
             return None
 
     if variant == "nosignals":

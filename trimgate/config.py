@@ -137,6 +137,11 @@ class TrimmingConfig(_Strict):
     media_tokens: int = Field(default=1600, ge=0)
     calibrate: bool = True
     reactive: ReactiveConfig = ReactiveConfig()
+    # A request that asks the provider to manage its own context: forwarded without a
+    # preemptive trim (defer), or trimmed as any request (trim)
+    provider_managed: Literal["defer", "trim"] = "defer"
+    # count_tokens / countTokens: count the body as the client sent it, or as trimmed
+    count_tokens: Literal["client", "trimmed"] = "client"
 
     def settings(self) -> Settings:
         """These keys as the plain values the trimming core reads."""

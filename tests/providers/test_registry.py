@@ -18,7 +18,7 @@ from trimgate import cli
 from trimgate.config import Config, UpstreamConfig, parse_config
 from trimgate.errors import ConfigError
 from trimgate.providers import anthropic, base, gemini, openai_chat, openai_responses
-from trimgate.providers.base import ChatRoute, Codec, Decoded, DecodeOptions
+from trimgate.providers.base import ChatRoute, Codec, Decoded, DecodeOptions, Usage
 from trimgate.providers.overflow import Overflow, Patterns
 from trimgate.providers.registry import CODECS, FORMATS, PROVIDERS, REGISTRY, Registry, error_body
 from trimgate.proxy.answers import error_response
@@ -316,6 +316,12 @@ class FakeCodec:
         return None
 
     def stream_usage(self, data: str) -> int | None:
+        return None
+
+    def prompt_usage(self, body: Any) -> Usage | None:
+        return None
+
+    def stream_prompt_usage(self, data: str) -> Usage | None:
         return None
 
 

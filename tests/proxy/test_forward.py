@@ -741,8 +741,25 @@ async def test_compressed_answers_are_relayed_as_they_are(make_stack: MakeStack)
     assert await resp.read() == packed
 
 
-async def test_gemini_count_tokens_is_planned_like_a_call(make_stack: MakeStack) -> None:
+async def test_gemini_count_tokens_counts_the_clients_body(make_stack: MakeStack) -> None:
     stack = await make_stack(FakeProvider(lambda r: json_reply({"totalTokens": 77})))
+    body = {"contents": gemini_contents(8)["contents"]}
+    resp = await stack.client.post("/v1beta/models/small-1:countTokens", json=body)
+    assert resp.status == 200 and (await resp.json()) == {"totalTokens": 77}
+    assert resp.headers["x-trimgate-trimmed"] == "false"
+    assert "x-trimgate-skipped" not in resp.headers
+    before = int(resp.headers["x-trimgate-tokens-before"])  # the client's body
+    assert before > int(resp.headers["x-trimgate-tokens-after"])  # what would be forwarded
+    sent = stack.fake.requests[0]
+    assert sent.path == "/v1beta/models/small-1:countTokens"
+    assert orjson.loads(sent.body) == body  # untouched
+    labels = {"upstream": "gemini", "model": "small-*"}
+    assert stack.metric("trimgate_trims_total", **labels, reason="preemptive") == 0
+
+
+async def test_gemini_count_tokens_trimmed_is_planned_like_a_call(make_stack: MakeStack) -> None:
+    fake = FakeProvider(lambda r: json_reply({"totalTokens": 77}))
+    stack = await make_stack(fake, trimming={"count_tokens": "trimmed"})
     resp = await stack.client.post(
         "/v1beta/models/small-1:countTokens", json={"contents": gemini_contents(8)["contents"]}
     )

@@ -33,6 +33,10 @@ LEGACY_LABELS = {  # the labels of these counters without attribution
     "trimgate_tokens_dropped_total": {"upstream", "model", "reason"},
     "trimgate_context_overflows_total": {"upstream", "model"},
     "trimgate_trim_exhausted_total": {"upstream", "model"},
+    "trimgate_prompt_tokens_total": {"upstream", "model"},
+    "trimgate_prompt_cache_read_tokens_total": {"upstream", "model"},
+    "trimgate_trimmed_prompt_tokens_total": {"upstream", "model"},
+    "trimgate_trimmed_prompt_cache_read_tokens_total": {"upstream", "model"},
 }
 
 

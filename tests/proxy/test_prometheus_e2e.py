@@ -24,7 +24,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from tests.fakes import FakeProvider, Recorded, Reply, json_reply, openai_ok, openai_overflow
+from tests.fakes import FakeProvider, Recorded, Reply, json_reply, openai_cached_ok, openai_overflow
 from tests.proxy.bodies import openai_chat
 from tests.proxy.conftest import MakeStack, Stack
 
@@ -77,7 +77,8 @@ def responder(r: Recorded) -> Reply:
     body = r.json()
     if "overflow-always" in str(body.get("model")):
         return openai_overflow(200_000, 128_000)
-    return json_reply(openai_ok(int(len(r.body) / 4 * 1.2)))
+    prompt = int(len(r.body) / 4 * 1.2)
+    return json_reply(openai_cached_ok(prompt, prompt // 2))  # half of it from the cache
 
 
 TEAMS = ("payments", "search")
@@ -185,6 +186,12 @@ async def test_real_prometheus_scrapes_trimgate(make_stack: MakeStack, tmp_path:
                 session, base, 'trimgate_estimate_calibration_ratio{model="gpt-4o"}'
             )
             assert ratio is not None and ratio > 1.0
+            cached = await value(session, base, "sum(trimgate_prompt_cache_read_tokens_total)")
+            assert cached is not None and cached > 0
+            shares = await query(
+                session, base, "upstream_model:trimgate_trimmed_prompt_cache_share:ratio15m"
+            )
+            assert shares and all(0.45 < float(r["value"][1]) <= 0.5 for r in shares)
             models = {
                 r["metric"]["model"] for r in await query(session, base, "trimgate_requests_total")
             }

@@ -7,6 +7,7 @@ from typing import Any
 
 import anthropic
 import openai
+import orjson
 import pytest
 
 from tests.fakes import (
@@ -318,20 +319,30 @@ async def test_anthropic_reactive_and_exhausted(make_stack: MakeStack) -> None:
     assert "prompt is too long" in str(info.value)
 
 
-async def test_anthropic_count_tokens_is_planned_like_a_call(make_stack: MakeStack) -> None:
-    stack = await make_stack(FakeProvider(lambda r: json_reply({"input_tokens": 321})))
+@pytest.mark.parametrize("count", ["client", "trimmed"])
+async def test_anthropic_count_tokens(make_stack: MakeStack, count: str) -> None:
+    fake = FakeProvider(lambda r: json_reply({"input_tokens": 321}))
+    stack = await make_stack(fake, trimming={"count_tokens": count})
     async with an_async(stack) as client:
         body = anthropic_messages(8, model="small-1")
         raw = await client.messages.with_raw_response.count_tokens(
             model=body["model"], messages=body["messages"]
         )
-    assert (await raw.parse()).input_tokens == 321
+    assert (await raw.parse()).input_tokens == 321  # the provider's answer, as it came
     assert stack.fake.requests[0].path == "/v1/messages/count_tokens"
-    assert raw.headers["x-trimgate-trimmed"] == "true"
+    # both figures either way: the client's body, and the body trimgate would forward
     assert int(raw.headers["x-trimgate-tokens-before"]) > int(
         raw.headers["x-trimgate-tokens-after"]
     )
-    assert CRUMB.encode() in stack.fake.requests[0].body
+    sent = orjson.loads(stack.fake.requests[0].body)
+    if count == "client":
+        assert raw.headers["x-trimgate-trimmed"] == "false"
+        assert sent["messages"] == body["messages"]
+    else:
+        assert raw.headers["x-trimgate-trimmed"] == "true"
+        assert CRUMB.encode() in stack.fake.requests[0].body
+    # a count is not traffic: no prompt usage is counted from it
+    assert stack.metric("trimgate_prompt_tokens_total", upstream="anthropic", model="small-*") == 0
 
 
 async def test_openai_ok_usage_feeds_calibration(make_stack: MakeStack) -> None:

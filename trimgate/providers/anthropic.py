@@ -49,7 +49,7 @@ from orjson import dumps
 
 from trimgate.errors import DecodeError
 from trimgate.history import Conversation, Message, Role, text_message
-from trimgate.providers.base import JSON, ChatRoute, CodecBase, Decoded, DecodeOptions
+from trimgate.providers.base import JSON, ChatRoute, CodecBase, Decoded, DecodeOptions, Usage
 from trimgate.providers.common import json_bytes, rebuild, utf8_len
 from trimgate.trimming.estimate import (
     bytes_tokens,
@@ -327,6 +327,7 @@ class AnthropicCodec(CodecBase):
             ),
             stream=body.get("stream") is True and not count_tokens,
             hoistable=False,
+            provider_managed=_provider_managed(body.get("context_management")),
         )
 
     def encode(self, decoded: Decoded, plan: TrimPlan, *, breadcrumb: str) -> dict[str, Any]:
@@ -343,9 +344,9 @@ class AnthropicCodec(CodecBase):
 
     # -- answers ----------------------------------------------------------------
 
-    def usage(self, body: JSON) -> int | None:
-        """``usage`` of a Messages answer (input + cache read + cache creation),
-        or the ``input_tokens`` of a count_tokens answer."""
+    def prompt_usage(self, body: JSON) -> Usage | None:
+        """``usage`` of a Messages answer (prompt: input + cache read + cache creation;
+        cached: cache read), or the ``input_tokens`` of a count_tokens answer."""
         if not isinstance(body, dict):
             return None
         usage = body.get("usage")
@@ -358,36 +359,64 @@ class AnthropicCodec(CodecBase):
             return None
         return _usage_total(body)  # count_tokens: {"input_tokens": N}
 
-    def stream_usage(self, data: str) -> int | None:
-        """The prompt tokens of a ``message_start`` event (the only event whose
-        usage states the prompt; ``message_delta`` repeats it cumulatively)."""
-        if "message_start" not in data or "input_tokens" not in data:
+    def stream_prompt_usage(self, data: str) -> Usage | None:
+        """The prompt usage of a ``message_start`` event, or of a ``message_delta`` that
+        restates it whole (its usage is cumulative)."""
+        if "input_tokens" not in data:
+            return None
+        if "message_start" not in data and "message_delta" not in data:
             return None
         try:
             event = orjson.loads(data)
         except orjson.JSONDecodeError:
             return None
-        if not isinstance(event, dict) or event.get("type") != "message_start":
+        if not isinstance(event, dict):
             return None
-        message = event.get("message")
-        if not isinstance(message, dict):
+        kind = event.get("type")
+        if kind == "message_start":
+            message = event.get("message")
+            if not isinstance(message, dict):
+                return None
+            usage = message.get("usage")
+        elif kind == "message_delta":
+            # Each count it states replaces message_start's (the SDKs merge them so): a
+            # delta that states all three replaces the usage, a partial one is ignored.
+            usage = event.get("usage")
+            if not isinstance(usage, dict) or not all(
+                _is_count(usage.get(key)) for key in _PROMPT_KEYS
+            ):
+                return None
+        else:
             return None
-        usage = message.get("usage")
         return _usage_total(usage) if isinstance(usage, dict) else None
+
+
+def _provider_managed(config: Any) -> bool:
+    """``context_management`` with at least one edit (clearing tool uses or thinking,
+    server-side compaction): Anthropic manages the context of this request."""
+    if not isinstance(config, dict):
+        return False
+    edits = config.get("edits")
+    return isinstance(edits, list) and len(edits) > 0
+
+
+_PROMPT_KEYS = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _int(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
-def _usage_total(usage: dict[str, Any]) -> int | None:
+def _usage_total(usage: dict[str, Any]) -> Usage | None:
     if not isinstance(usage.get("input_tokens"), int):
         return None
-    return (
-        _int(usage.get("input_tokens"))
-        + _int(usage.get("cache_read_input_tokens"))
-        + _int(usage.get("cache_creation_input_tokens"))
-    )
+    read = _int(usage.get("cache_read_input_tokens"))
+    total = _int(usage.get("input_tokens")) + read + _int(usage.get("cache_creation_input_tokens"))
+    return total, read
 
 
 # -- encode helpers: each returns a copy, never mutates ---------------------------

@@ -32,6 +32,8 @@ from trimgate.providers.overflow import (
 from trimgate.trimming.pipeline import TrimPlan
 
 JSON = Any  # parsed JSON (orjson.loads): dict / list / str / int / float / bool / None
+# A provider's usage of one answer: (prompt tokens in all, of them read from its prompt cache)
+Usage = tuple[int, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +66,9 @@ class Decoded:
     # Set when the request must be forwarded untouched although it parsed,
     # e.g. Responses ``input`` given as a plain string (nothing to trim).
     skip: str | None = None
+    # The request asks the provider to manage its own context (Anthropic or Responses
+    # ``context_management``, Responses ``truncation: "auto"``)
+    provider_managed: bool = False
 
 
 class Codec(Protocol):
@@ -130,10 +135,19 @@ class Codec(Protocol):
         """Prompt tokens reported by one streamed event's ``data``, if it has them."""
         ...
 
+    def prompt_usage(self, body: JSON) -> Usage | None:
+        """``usage``'s prompt tokens and, of them, those read from the prompt cache."""
+        ...
+
+    def stream_prompt_usage(self, data: str) -> Usage | None:
+        """``stream_usage``'s prompt tokens and, of them, those read from the cache."""
+        ...
+
 
 class CodecBase:
     """What the codecs share: overflow recognition (the shared detector, told the wire
-    format), and no ``decode_raw`` unless a codec has one."""
+    format), no ``decode_raw`` unless a codec has one, and ``usage`` / ``stream_usage``
+    read from the codec's ``prompt_usage`` / ``stream_prompt_usage``."""
 
     wire_format: str
     provider: str
@@ -146,6 +160,20 @@ class CodecBase:
         self, raw: bytes, *, path: str, options: DecodeOptions, tool_texts: bool
     ) -> Decoded | None:
         return None
+
+    def prompt_usage(self, body: JSON) -> Usage | None:
+        return None
+
+    def stream_prompt_usage(self, data: str) -> Usage | None:
+        return None
+
+    def usage(self, body: JSON) -> int | None:
+        found = self.prompt_usage(body)
+        return found[0] if found is not None else None
+
+    def stream_usage(self, data: str) -> int | None:
+        found = self.stream_prompt_usage(data)
+        return found[0] if found is not None else None
 
     def detect_overflow(self, status: int, body: bytes, patterns: Patterns = ()) -> Overflow | None:
         return detect_overflow(status, body, wire_format=self.wire_format, patterns=patterns)

@@ -37,7 +37,7 @@ from orjson import dumps
 
 from trimgate.errors import DecodeError
 from trimgate.history import Conversation, Message, Role
-from trimgate.providers.base import JSON, ChatRoute, CodecBase, Decoded, DecodeOptions
+from trimgate.providers.base import JSON, ChatRoute, CodecBase, Decoded, DecodeOptions, Usage
 from trimgate.providers.common import json_bytes, rebuild, utf8_len
 from trimgate.trimming.estimate import bytes_tokens, message_tokens, nonascii_utf8_len
 from trimgate.trimming.pipeline import TrimPlan
@@ -494,10 +494,12 @@ class GeminiCodec(CodecBase):
         out[inner_key] = new_request
         return out
 
-    def usage(self, body: JSON) -> int | None:
+    def prompt_usage(self, body: JSON) -> Usage | None:
+        """``usageMetadata.promptTokenCount`` (cached content included) and
+        ``cachedContentTokenCount``; or a countTokens answer's ``totalTokens``."""
         if type(body) is list:  # streamGenerateContent without alt=sse: a JSON array
             for chunk in reversed(body):
-                found = self.usage(chunk)
+                found = self.prompt_usage(chunk)
                 if found is not None:
                     return found
             return None
@@ -507,20 +509,22 @@ class GeminiCodec(CodecBase):
         if type(meta) is dict:
             prompt = _get(meta, "promptTokenCount", "prompt_token_count")
             if type(prompt) is int:
-                return prompt
+                cached = _get(meta, "cachedContentTokenCount", "cached_content_token_count")
+                return prompt, cached if type(cached) is int else 0
         total = _get(body, "totalTokens", "total_tokens")  # countTokens answer
         if type(total) is int:
-            return total
+            cached = _get(body, "cachedContentTokenCount", "cached_content_token_count")
+            return total, cached if type(cached) is int else 0
         return None
 
-    def stream_usage(self, data: str) -> int | None:
+    def stream_prompt_usage(self, data: str) -> Usage | None:
         if "promptTokenCount" not in data and "prompt_token_count" not in data:
             return None
         try:
             parsed = orjson.loads(data)
         except orjson.JSONDecodeError:
             return None
-        return self.usage(parsed)
+        return self.prompt_usage(parsed)
 
 
 def _cap(item: Any, texts: tuple[str | None, ...]) -> Any:

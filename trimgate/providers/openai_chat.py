@@ -42,7 +42,7 @@ from trimgate.history import (
     result_message,
     text_message,
 )
-from trimgate.providers.base import JSON, ChatRoute, CodecBase, Decoded, DecodeOptions
+from trimgate.providers.base import JSON, ChatRoute, CodecBase, Decoded, DecodeOptions, Usage
 from trimgate.providers.common import RawItems, json_bytes, rebuild, utf8_len
 from trimgate.trimming.estimate import (
     bytes_tokens,
@@ -469,16 +469,21 @@ class OpenAIChatCodec(CodecBase):
 
     # -- answers ------------------------------------------------------------------------
 
-    def usage(self, body: JSON) -> int | None:
+    def prompt_usage(self, body: JSON) -> Usage | None:
+        """``usage.prompt_tokens`` and ``usage.prompt_tokens_details.cached_tokens``."""
         if not isinstance(body, dict):
             return None
         usage = body.get("usage")
         if not isinstance(usage, dict):
             return None
         tokens = usage.get("prompt_tokens")
-        return tokens if _is_int(tokens) else None
+        if type(tokens) is not int:
+            return None
+        details = usage.get("prompt_tokens_details")
+        cached = details.get("cached_tokens") if type(details) is dict else None
+        return tokens, cached if type(cached) is int else 0
 
-    def stream_usage(self, data: str) -> int | None:
+    def stream_prompt_usage(self, data: str) -> Usage | None:
         # Every chunk carries ``"usage": null`` when include_usage is on; only the final
         # one (``"choices": []``) has the counts.
         if '"prompt_tokens"' not in data:
@@ -487,7 +492,7 @@ class OpenAIChatCodec(CodecBase):
             event = orjson.loads(data)
         except orjson.JSONDecodeError:
             return None
-        return self.usage(event)
+        return self.prompt_usage(event)
 
 
 def _merge(item: Any, breadcrumb: str) -> Any:

@@ -52,7 +52,7 @@ from trimgate.history import (
     result_message,
     text_message,
 )
-from trimgate.providers.base import JSON, ChatRoute, CodecBase, Decoded, DecodeOptions
+from trimgate.providers.base import JSON, ChatRoute, CodecBase, Decoded, DecodeOptions, Usage
 from trimgate.providers.common import json_bytes, rebuild, utf8_len
 from trimgate.providers.openai_chat import openai_error_body
 from trimgate.trimming.estimate import (
@@ -386,7 +386,15 @@ class OpenAIResponsesCodec(CodecBase):
         if reasoning_at >= 0:
             messages[reasoning_at] = _reasoning(reasoning_index, reasoning_bytes, reasoning_calls)
         conversation = Conversation(tuple(messages), overhead, pending_calls_ok=False)
-        return Decoded(body, conversation, model_name, output_limit, stream, hoistable=True)
+        return Decoded(
+            body,
+            conversation,
+            model_name,
+            output_limit,
+            stream,
+            hoistable=True,
+            provider_managed=_provider_managed(body),
+        )
 
     def encode(self, decoded: Decoded, plan: TrimPlan, *, breadcrumb: str) -> dict[str, Any]:
         out = dict(decoded.body)
@@ -409,12 +417,13 @@ class OpenAIResponsesCodec(CodecBase):
         )
         return out
 
-    def usage(self, body: JSON) -> int | None:
+    def prompt_usage(self, body: JSON) -> Usage | None:
+        """``usage.input_tokens`` and ``usage.input_tokens_details.cached_tokens``."""
         if type(body) is not dict:
             return None
         return _input_tokens(body.get("usage"))
 
-    def stream_usage(self, data: str) -> int | None:
+    def stream_prompt_usage(self, data: str) -> Usage | None:
         # response.completed (and response.incomplete) carry the final usage.
         if '"input_tokens"' not in data or '"response.' not in data:
             return None
@@ -430,15 +439,28 @@ class OpenAIResponsesCodec(CodecBase):
         return _input_tokens(response.get("usage"))
 
 
+def _provider_managed(body: dict[str, Any]) -> bool:
+    """The request asks OpenAI to manage its context: ``truncation: "auto"`` or a
+    ``context_management`` entry (server-side compaction)."""
+    if body.get("truncation") == "auto":
+        return True
+    managed = body.get("context_management")
+    return type(managed) is list and len(managed) > 0
+
+
 # A tuple, not a set: an event's "type" may be any JSON value, and a list is unhashable.
 _USAGE_EVENTS: Final = ("response.completed", "response.incomplete")
 
 
-def _input_tokens(usage: Any) -> int | None:
+def _input_tokens(usage: Any) -> Usage | None:
     if type(usage) is not dict:
         return None
     tokens = usage.get("input_tokens")
-    return tokens if type(tokens) is int else None
+    if type(tokens) is not int:
+        return None
+    details = usage.get("input_tokens_details")
+    cached = details.get("cached_tokens") if type(details) is dict else None
+    return tokens, cached if type(cached) is int else 0
 
 
 _PLACEHOLDER: Final = Message(index=-1, role=Role.ASSISTANT, tokens=0)

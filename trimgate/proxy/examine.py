@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
@@ -20,6 +20,7 @@ from multidict import MultiMapping
 
 from trimgate.config import Config
 from trimgate.errors import DecodeError
+from trimgate.history import Conversation
 from trimgate.providers.base import Codec, Decoded, DecodeOptions
 from trimgate.providers.catalog import Catalog, CatalogEntry, anthropic_beta_tokens
 from trimgate.providers.registry import CODECS
@@ -29,6 +30,7 @@ from trimgate.trimming.pipeline import Policy, TrimReport, plan
 from trimgate.trimming.policy import Settings, make_policy, planning_ratio
 
 MODES = ("enforce", "shadow", "off")
+PROVIDER_MANAGED = "provider-managed"  # the x-trimgate-skipped reason of a deferred request
 
 
 def decode_chat(
@@ -83,11 +85,12 @@ class Chat:
     encoding: str  # its Content-Encoding, "" when none
     options: DecodeOptions
     tool_texts: bool  # tool-result capping is configured: a decode fills their texts
-    # Why the preemptive trim was skipped (x-trimgate-skipped), None: it was not
-    skipped: str | None = None
     # No window known for the model (no entry, no fallback, none learned): an overflow
     # that states one teaches it
     window_unknown: bool = False
+    # count_tokens answered for the client's body: the estimate of the body trimgate
+    # would have forwarded (the x-trimgate-tokens-after header); None otherwise
+    counted_after: int | None = None
 
     def replan(self, policy: Policy, max_body: int) -> tuple[TrimReport, bytes]:
         """A retry's report and body, from the body decoded as ``examine`` decoded it
@@ -127,6 +130,8 @@ class Examiner:
         self.options = DecodeOptions(breadcrumb=s.breadcrumb, media_tokens=s.media_tokens)
         # Tool-result capping anywhere: decodes fill the results' texts (decode_raw)
         self.caps = any(c.max_tool_result_chars > 0 for c in (s, *self.overrides.values()))
+        self.defer = config.trimming.provider_managed == "defer"
+        self.count_client = config.trimming.count_tokens == "client"
 
     def examine(
         self,
@@ -140,7 +145,8 @@ class Examiner:
 
         ``learned`` holds the windows overflows stated for models without one (model
         string -> window): used only when neither the config nor the catalog knows the
-        model and ``trimming.max_context_tokens`` is not set."""
+        model and ``trimming.max_context_tokens`` is not set. An examined chat with a
+        reason (``provider-managed``, ``unknown-window``) was not trimmed up front."""
         assert route.wire_format is not None
         mode = self._mode(headers)
         if mode == "off":
@@ -173,11 +179,24 @@ class Examiner:
             max_input=entry.max_input if entry else None,
         )
         # No window and no other budget: no token trim on a guess (the other passes run)
-        skipped = "unknown-window" if window is None and not policy.budget else None
+        skipped: str | None = "unknown-window" if window is None and not policy.budget else None
         trim_plan = plan(decoded.conversation, policy)
+        report = trim_plan.report
         shadow = mode == "shadow"
         send_body = body  # forwarded as it came unless the plan changes it
-        if not shadow and trim_plan.changed:
+        counted_after: int | None = None
+        if route.count_tokens and self.count_client:
+            # the count of the client's own body: it decides its own compaction from it;
+            # an overflow of that body is the answer, not a reason to trim and resend
+            counted_after = report.tokens_after
+            report = untouched(report, decoded.conversation)
+            settings = replace(settings, reactive=False)
+        elif decoded.provider_managed and self.defer:
+            # the provider trims its own context: no preemptive trim (a reactive one
+            # still follows an overflow)
+            report = untouched(report, decoded.conversation)
+            skipped = PROVIDER_MANAGED
+        elif not shadow and trim_plan.changed:
             crumb = settings.breadcrumb
             send_body = orjson.dumps(codec.encode(decoded, trim_plan, breadcrumb=crumb))
         # The parsed body, its conversation and the plan are freed on return (Chat's doc)
@@ -186,7 +205,7 @@ class Examiner:
             codec=codec,
             settings=settings,
             policy=policy,
-            report=trim_plan.report,
+            report=report,
             label=label,
             shadow=shadow,
             model=decoded.model,
@@ -195,10 +214,10 @@ class Examiner:
             encoding=encoding,
             options=options,
             tool_texts=self.caps,
-            skipped=skipped,
             window_unknown=window is None,
+            counted_after=counted_after,
         )
-        return chat, None
+        return chat, skipped
 
     @staticmethod
     def _window(
@@ -239,6 +258,23 @@ class Examiner:
         ):
             return options
         return DecodeOptions(breadcrumb=settings.breadcrumb, media_tokens=settings.media_tokens)
+
+
+def untouched(report: TrimReport, conversation: Conversation) -> TrimReport:
+    """The report of forwarding ``conversation`` as it came, from its plan's ``report``."""
+    r = report
+    changes = (r.dropped_messages, r.tool_results_capped, r.orphans_removed, r.hoisted)
+    if not r.trimmed and not any(changes) and not r.capped_messages:
+        return report  # the plan changed nothing
+    return TrimReport(
+        trimmed=False,
+        dropped_turns=0,
+        dropped_messages=0,
+        kept_turns=sum(1 for m in conversation.messages if m.turn_start),
+        tokens_before=report.tokens_before,
+        tokens_after=report.tokens_before,
+        budget=report.budget,
+    )
 
 
 def int_header(value: str | None) -> int | None:

@@ -38,7 +38,7 @@ from trimgate.proxy.metrics import Metrics
 from trimgate.proxy.relay import Attempt, Incoming, relay, sniff_overflow
 from trimgate.proxy.retry import Send, Sleep, send_with_retries
 from trimgate.proxy.routing import NoUpstream, Route, Router, refusal
-from trimgate.proxy.signals import Outcome, attribution, record, response_headers
+from trimgate.proxy.signals import Outcome, attribution, record, record_usage, response_headers
 from trimgate.proxy.usage import UsageSniffer as UsageSniffer  # bench/ablate.py replaces it
 from trimgate.proxy.windows import MAX_LEARNED_MODEL_LEN, GeminiLookups, LearnedWindows
 from trimgate.trimming.estimate import Calibration
@@ -198,9 +198,9 @@ class Proxy:
         try:
             outcome.attribution = attribution(request.headers, team)
             outcome.team = team
-            if chat.skipped:
-                extra["x-trimgate-skipped"] = chat.skipped
             extra.update(response_headers(outcome))
+            if chat.counted_after is not None:  # count_tokens answered for the client's body
+                extra["x-trimgate-tokens-after"] = str(chat.counted_after)
             status = final.resp.status
             self._count(route, chat.label, status, team)
             self._overhead(route, started, timer)
@@ -215,7 +215,10 @@ class Proxy:
                 sniffer = UsageSniffer(chat.codec, ctype, encoding)
             response = await relay(request, final, extra, sniffer)
             if sniffer is not None:
-                self._learn(chat, sniffer.prompt_tokens, outcome.report)
+                usage = sniffer.usage
+                self._learn(chat, usage[0] if usage else None, outcome.report)
+                if usage is not None and not chat.route.count_tokens:  # a count is no traffic
+                    record_usage(outcome, self.metrics, *usage)
             return response
         finally:
             final.resp.release()  # also when the relay failed or never started

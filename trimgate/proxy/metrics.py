@@ -37,6 +37,10 @@ BY_TEAM = frozenset(
         "trimgate_tokens_dropped_total",
         "trimgate_context_overflows_total",
         "trimgate_trim_exhausted_total",
+        "trimgate_prompt_tokens_total",
+        "trimgate_prompt_cache_read_tokens_total",
+        "trimgate_trimmed_prompt_tokens_total",
+        "trimgate_trimmed_prompt_cache_read_tokens_total",
     }
 )
 TEAM = "team"
@@ -92,6 +96,26 @@ class Metrics:
         self.trim_exhausted = counter(
             "trimgate_trim_exhausted_total",
             "Overflows returned to the client because nothing more could be dropped.",
+            _UM,
+        )
+        # The provider's own usage; the trimmed pair counts answers to trimmed bodies
+        # only (a pair of its own, not a label: every series keeps upstream, model)
+        self.prompt_tokens_total = counter(
+            "trimgate_prompt_tokens_total", "Prompt tokens the provider reported.", _UM
+        )
+        self.prompt_cache_read = counter(
+            "trimgate_prompt_cache_read_tokens_total",
+            "Prompt tokens the provider reported read from its prompt cache.",
+            _UM,
+        )
+        self.trimmed_prompt_tokens_total = counter(
+            "trimgate_trimmed_prompt_tokens_total",
+            "Prompt tokens the provider reported for trimmed bodies.",
+            _UM,
+        )
+        self.trimmed_prompt_cache_read = counter(
+            "trimgate_trimmed_prompt_cache_read_tokens_total",
+            "Prompt tokens the provider reported read from its prompt cache, trimmed bodies.",
             _UM,
         )
         self.prompt_tokens = Histogram(
@@ -218,11 +242,15 @@ class ModelMetrics:
         "dropped_messages",
         "dropped_turns",
         "orphans_removed",
+        "prompt_cache_read",
         "prompt_tokens",
+        "prompt_tokens_total",
         "reactive_retries",
         "tokens_dropped",
         "tool_results_capped",
         "trim_exhausted",
+        "trimmed_prompt_cache_read",
+        "trimmed_prompt_tokens_total",
         "trims",
         "utilization",
     )
@@ -241,6 +269,10 @@ class ModelMetrics:
         self.capped_messages = child(m.capped_messages, *um)
         self.orphans_removed = child(m.orphans_removed, *um)
         self.tool_results_capped = child(m.tool_results_capped, *um)
+        self.prompt_tokens_total = child(m.prompt_tokens_total, *um)
+        self.prompt_cache_read = child(m.prompt_cache_read, *um)
+        self.trimmed_prompt_tokens_total = child(m.trimmed_prompt_tokens_total, *um)
+        self.trimmed_prompt_cache_read = child(m.trimmed_prompt_cache_read, *um)
         reasons = ("preemptive", "reactive")
         self.trims = {r: child(m.trims, *um, r) for r in reasons}
         self.dropped_turns = {r: child(m.dropped_turns, *um, r) for r in reasons}

@@ -138,6 +138,19 @@ def record(o: Outcome, metrics: Metrics, hub: EventHub, *, status: int) -> None:
         logs.line(log, logging.INFO, "request", fields)
 
 
+def record_usage(o: Outcome, metrics: Metrics, prompt: int, cached: int) -> None:
+    """The provider's prompt usage of an answer: all traffic, and trimmed bodies apart."""
+    mm = metrics.for_model(o.upstream, o.model_label, o.team)
+    cached = min(max(cached, 0), prompt)
+    if prompt <= 0:
+        return
+    mm.prompt_tokens_total.inc(prompt)
+    mm.prompt_cache_read.inc(cached)
+    if o.report.trimmed and not o.shadow:
+        mm.trimmed_prompt_tokens_total.inc(prompt)
+        mm.trimmed_prompt_cache_read.inc(cached)
+
+
 def _observe(o: Outcome, mm: ModelMetrics) -> None:
     """The model's histograms and the counters of every request, trimmed or not."""
     r = o.report
