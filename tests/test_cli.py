@@ -174,3 +174,76 @@ def test_serve_with_builtin_defaults_answers_health_and_reads_config_env(tmp_pat
     assert proc.returncode == 0
     first = json.loads(err.decode().splitlines()[0])
     assert first["msg"] == "listening" and first["port"] == port
+
+
+def test_check_config_warns_of_a_base_url_that_doubles_v1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from trimgate.cli import main
+
+    f = tmp_path / "c.yaml"
+    f.write_text(
+        "upstreams:\n"
+        "  openai: {provider: openai, base_url: 'https://api.openai.com'}\n"
+        "  groq: {provider: openai, base_url: 'https://api.groq.com/openai/v1/', prefix: /groq}\n"
+        "  claude: {provider: anthropic, base_url: 'https://api.anthropic.com/v1'}\n"
+        "  gem: {provider: gemini, base_url: 'https://generativelanguage.googleapis.com/v1beta'}\n"
+        "  local: {provider: openai, base_url: 'http://127.0.0.1:8000/v1beta'}\n"
+    )
+    assert main(["check-config", str(f)]) == 0  # a warning, not an error
+    out = capsys.readouterr()
+    lines = out.err.strip().splitlines()
+    assert len(lines) == 3, lines
+    groq, claude, gem = lines
+    assert groq.startswith("warning: upstreams.groq.base_url: ends in /v1; ")
+    assert "/v1/v1/..." in groq and "use https://api.groq.com/openai," in groq
+    assert "http://127.0.0.1:8788/groq/v1" in groq  # says when the doubling happens
+    assert claude == (
+        "warning: upstreams.claude.base_url: ends in /v1; requests already carry /v1, so the "
+        "provider would get /v1/v1/... — use https://api.anthropic.com"
+    )
+    assert "/v1beta/v1beta/..." in gem and gem.endswith(
+        "use https://generativelanguage.googleapis.com"
+    )
+    assert yaml.safe_load(out.out)["upstreams"]["groq"]["base_url"].endswith("/openai/v1")
+
+
+def test_check_config_is_quiet_about_good_base_urls(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from trimgate.cli import main
+
+    f = tmp_path / "c.yaml"
+    f.write_text(
+        "upstreams:\n"
+        "  groq: {provider: openai, base_url: 'https://api.groq.com/openai', prefix: /groq}\n"
+        "  v1x: {provider: openai, base_url: 'https://example.com/v10', prefix: /v10}\n"
+        "  api: {provider: openai, base_url: 'https://example.com/v1/openai', prefix: /x}\n"
+    )
+    assert main(["check-config", str(f)]) == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_serve_logs_each_config_warning_once_at_start_up(tmp_path: Path) -> None:
+    port = free_port()
+    f = tmp_path / "c.yaml"
+    f.write_text(
+        f"server: {{port: {port}}}\n"
+        "upstreams:\n"
+        "  anthropic: {provider: anthropic, base_url: 'https://api.anthropic.com/v1'}\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "trimgate", "serve", "--config", str(f)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        wait_ready(f"http://127.0.0.1:{port}/readyz")
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=20)
+    lines = [json.loads(line) for line in err.decode().splitlines()]
+    warnings = [line for line in lines if line.get("event") == "config_warning"]
+    assert len(warnings) == 1, lines
+    assert warnings[0]["level"] == "warning"
+    assert warnings[0]["warning"].startswith("upstreams.anthropic.base_url: ends in /v1;")

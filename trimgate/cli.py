@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 import yaml
 
-from trimgate.config import Config, load_config, redacted
+from trimgate.config import Config, config_warnings, load_config, redacted
 from trimgate.errors import ConfigError, DecodeError
 
 if TYPE_CHECKING:  # imported where used: each command loads only what it needs
@@ -70,6 +70,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _check_config(path: str) -> int:
     config = load_config(path)
+    for warning in config_warnings(config):
+        print(f"warning: {warning}", file=sys.stderr)
     sys.stdout.write(yaml.safe_dump(redacted(config), sort_keys=False))
     return 0
 

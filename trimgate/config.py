@@ -9,6 +9,7 @@ Unknown keys are errors naming their path, so a typo never passes silently.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -241,6 +242,45 @@ def _problem(error: Any) -> str:
     if path == "(top level)" and ": " in message and message.split(": ", 1)[0].count(".") >= 1:
         return message  # a model-level check already names its key path
     return f"{path}: {message}"
+
+
+_VERSION_TAIL = re.compile(r"/(v1(?:(?:beta|alpha)\d*)?)$")
+
+
+def config_warnings(config: Config) -> list[str]:
+    """Settings that validate but probably do not do what was meant: one line each.
+
+    A ``base_url`` ending in the API version doubles it: SDKs already send ``/v1/...``
+    (Anthropic always, OpenAI when pointed at a base URL ending in ``/v1``, Gemini its
+    ``/v1beta/...``), so the provider would be asked for ``/v1/v1/...`` and answer 404.
+    An OpenAI-format upstream may take clients that send ``/chat/completions`` without
+    the version (docs/reference.md, "Routing"): its warning says when the doubling applies.
+    """
+    problems: list[str] = []
+    listen = f"http://{config.server.host}:{config.server.port}"
+    for name, up in config.upstreams.items():
+        found = _VERSION_TAIL.search(urlsplit(up.base_url).path)
+        if found is None:
+            continue
+        tail = "/" + found.group(1)
+        fix = up.base_url[: -len(tail)]
+        key = f"upstreams.{name}.base_url: ends in {tail}"
+        if up.provider == "openai":
+            if tail != "/v1":
+                continue
+            at = listen + (up.prefix or "")
+            problems.append(
+                f"{key}; a request that already carries /v1 (an SDK pointed at {at}/v1) "
+                f"would reach the provider as /v1/v1/... — use {fix}, "
+                f"or point SDKs at {at} without /v1"
+            )
+        else:
+            sent = "/v1" if up.provider == "anthropic" else "/v1beta"
+            problems.append(
+                f"{key}; requests already carry {sent}, so the provider would get "
+                f"{tail}{sent}/... — use {fix}"
+            )
+    return problems
 
 
 def load_config(path: str | os.PathLike[str] | None = None) -> Config:
