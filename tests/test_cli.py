@@ -247,3 +247,65 @@ def test_serve_logs_each_config_warning_once_at_start_up(tmp_path: Path) -> None
     assert len(warnings) == 1, lines
     assert warnings[0]["level"] == "warning"
     assert warnings[0]["warning"].startswith("upstreams.anthropic.base_url: ends in /v1;")
+
+
+def _main_exit(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    from trimgate.cli import main
+
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse's own exits (usage errors, --version)
+        code = int(exc.code or 0)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["serve", "--log-level", "nonsense"], "choose from 'DEBUG', 'INFO', 'WARNING'"),
+        (["serve", "--port", "99999"], "--port: not a port number (0-65535): 99999"),
+        (["serve", "--port", "http"], "--port: not a port number: 'http'"),
+        (["trim", "--budget", "-5"], "--budget: must be at least 1 token, got -5"),
+        (["trim", "--budget", "0"], "--budget: must be at least 1 token, got 0"),
+        (["trim", "--budget", "lots"], "--budget: not a whole number of tokens: 'lots'"),
+        (["trim", "/nonexistent/body.json"], "/nonexistent/body.json: cannot read"),
+        (["check-config", "/"], "/: cannot read (Is a directory)"),
+        (["check-config", "NOT-UTF8"], "not UTF-8 text (byte 0)"),
+        ([], "the following arguments are required: command"),
+        (["frobnicate"], "invalid choice: 'frobnicate'"),
+    ],
+)
+def test_every_cli_failure_is_one_line_and_exit_2(
+    argv: list[str], says: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "latin1.yaml"
+    bad.write_bytes(b"\xff\xfe server: {}\n")
+    argv = [str(bad) if a == "NOT-UTF8" else a for a in argv]
+    code, out, err = _main_exit(argv, capsys)
+    assert code == 2
+    assert out == ""
+    assert err.count("\n") == 1 and err.endswith("\n"), err
+    assert says in err and "Traceback" not in err
+
+
+def test_version_prints_the_version(capsys: pytest.CaptureFixture[str]) -> None:
+    import trimgate
+
+    code, out, _ = _main_exit(["--version"], capsys)
+    assert (code, out) == (0, f"trimgate {trimgate.__version__}\n")
+
+
+def test_serve_on_a_port_in_use_says_so_in_one_line() -> None:
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        # --log-level takes any case: "debug" gets past the parser to the port check
+        for extra in ([], ["--workers", "2", "--log-level", "debug"]):
+            out = run("serve", "--port", str(port), *extra)
+            assert out.returncode == 2, out.stderr
+            assert out.stderr.decode() == (
+                f"cannot listen on 127.0.0.1:{port} (port): address already in use "
+                "(another server listens there: pick another --port)\n"
+            )

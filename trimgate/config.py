@@ -293,6 +293,8 @@ def load_config(path: str | os.PathLike[str] | None = None) -> Config:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError([f"{path}: cannot read ({exc.strerror})"]) from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError([f"{path}: not UTF-8 text (byte {exc.start})"]) from exc
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
