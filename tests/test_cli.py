@@ -309,3 +309,32 @@ def test_serve_on_a_port_in_use_says_so_in_one_line() -> None:
                 f"cannot listen on 127.0.0.1:{port} (port): address already in use "
                 "(another server listens there: pick another --port)\n"
             )
+
+
+def test_check_config_reports_every_config_wide_problem(tmp_path: Path) -> None:
+    f = tmp_path / "c.yaml"
+    f.write_text(
+        "server: {port: 9000, admin_port: 9000}\n"
+        "upstreams:\n"
+        "  a: {provider: openai, base_url: 'https://a.example', prefix: /x}\n"
+        "  b: {provider: openai, base_url: 'https://b.example', prefix: /x/}\n"
+        "  c: {provider: openai, base_url: 'https://c.example', prefix: /x}\n"
+        "trimming: {mode: loud}\n"
+    )
+    out = run("check-config", str(f))
+    assert out.returncode == 2
+    assert out.stderr.decode().splitlines() == [
+        "trimming.mode: Input should be 'enforce', 'shadow' or 'off'",
+        "upstreams.b.prefix: same prefix as upstreams.a",
+        "upstreams.c.prefix: same prefix as upstreams.a",
+        "server.admin_port: must differ from server.port",
+    ]
+
+
+def test_config_wide_problems_are_found_after_coercion_too() -> None:
+    from trimgate.config import parse_config
+    from trimgate.errors import ConfigError
+
+    with pytest.raises(ConfigError) as info:  # "9000" is coerced: the model's check finds it
+        parse_config({"server": {"port": "9000", "admin_port": 9000}})
+    assert info.value.problems == ["server.admin_port: must differ from server.port"]

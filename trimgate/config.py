@@ -195,17 +195,9 @@ class Config(_Strict):
 
     @model_validator(mode="after")
     def _check(self) -> Config:
-        prefixes: dict[str, str] = {}
-        for name, up in self.upstreams.items():
-            if up.prefix is None:
-                continue
-            if up.prefix in prefixes:
-                raise ValueError(
-                    f"upstreams.{name}.prefix: same prefix as upstreams.{prefixes[up.prefix]}"
-                )
-            prefixes[up.prefix] = name
-        if self.server.admin_port is not None and self.server.admin_port == self.server.port:
-            raise ValueError("server.admin_port: must differ from server.port")
+        problems = config_wide_problems(self.model_dump())
+        if problems:  # parse_config reports them one per line, with the others
+            raise ValueError("\n".join(problems))
         return self
 
     def for_model(self, override: TrimmingOverride | None) -> TrimmingConfig:
@@ -220,15 +212,48 @@ class Config(_Strict):
         return self.trimming.model_copy(update=update)
 
 
+def config_wide_problems(data: dict[str, Any]) -> list[str]:
+    """Problems between keys (a prefix used twice, ``admin_port`` equal to ``port``),
+    each on its own line. Read from the raw data too, so that they are reported
+    alongside the problems of single keys rather than after they are fixed."""
+    problems: list[str] = []
+    upstreams = data.get("upstreams")
+    if isinstance(upstreams, dict):
+        seen: dict[str, str] = {}
+        for name, up in upstreams.items():
+            prefix = up.get("prefix") if isinstance(up, dict) else None
+            if not isinstance(prefix, str) or not prefix.startswith("/"):
+                continue
+            prefix = prefix.rstrip("/")
+            if prefix in seen:
+                problems.append(f"upstreams.{name}.prefix: same prefix as upstreams.{seen[prefix]}")
+            elif prefix:
+                seen[prefix] = name
+    server = data.get("server")
+    if isinstance(server, dict):
+        port = server.get("port", ServerConfig.model_fields["port"].default)
+        admin = server.get("admin_port")
+        if isinstance(admin, int) and admin == port:
+            problems.append("server.admin_port: must differ from server.port")
+    return problems
+
+
 def parse_config(data: object) -> Config:
     if data is None:
         data = {}
     if not isinstance(data, dict):
         raise ConfigError(["(top level): must be a mapping"])
+    wide = config_wide_problems(data)
     try:
-        return Config.model_validate(data)
+        config = Config.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError([_problem(e) for e in exc.errors()]) from exc
+        problems = [_problem(e) for e in exc.errors() if e["loc"]]
+        for e in exc.errors():  # the model's own check: the same lines as ``wide``
+            if not e["loc"]:
+                wide += _problem(e).split("\n")
+        problems += dict.fromkeys(wide)  # each once, in order
+        raise ConfigError(problems) from exc
+    return config
 
 
 def _problem(error: Any) -> str:
