@@ -789,3 +789,27 @@ async def test_input_cap_bounds_the_budget(make_stack: MakeStack) -> None:
         "/v1/chat/completions", json=openai_chat(1, size=10, model="gpt-5-mini")
     )
     assert resp.headers["x-trimgate-budget"] == "272000"  # no output limit: the cap
+
+
+async def test_orphans_removed_are_not_dropped_messages(make_stack: MakeStack) -> None:
+    stack = await make_stack()
+    call = {"id": "call_lost", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    messages = [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "first"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},  # its result never came
+        {"role": "user", "content": "second"},
+        {"role": "tool", "tool_call_id": "call_never_made", "content": "stray"},
+        {"role": "assistant", "content": "ok"},
+        {"role": "user", "content": "third"},
+    ]
+    resp = await stack.client.post(
+        "/v1/chat/completions", json={"model": "gpt-4o", "messages": messages}
+    )
+    assert resp.status == 200
+    h = resp.headers
+    assert h["x-trimgate-trimmed"] == "false" and h["x-trimgate-dropped-turns"] == "0"
+    assert h["x-trimgate-orphans-removed"] == "2"
+    assert h["x-trimgate-dropped-messages"] == "0"
+    sent = stack.fake.requests[0].json()["messages"]
+    assert [m["role"] for m in sent] == ["system", "user", "user", "assistant", "user"]
