@@ -191,8 +191,10 @@ async def test_kept_openai_messages_reach_the_provider_as_the_client_wrote_them(
         ("/v1/messages", anthropic_messages(8)),
         ("/v1/responses", responses_input(8)),
         ("/v1beta/models/small-1:generateContent", gemini_contents(8)),
+        ("/v1/models/small-1:generateContent", gemini_contents(8)),
+        ("/v1alpha/models/small-1:streamGenerateContent", gemini_contents(8)),
     ],
-    ids=["anthropic", "responses", "gemini"],
+    ids=["anthropic", "responses", "gemini", "gemini-v1", "gemini-v1alpha"],
 )
 async def test_preemptive_trim_other_formats(
     make_stack: MakeStack, path: str, body: dict[str, Any]
