@@ -134,6 +134,11 @@ def test_demo_runs_offline_and_shows_trims() -> None:
     text = out.stdout.decode()
     assert "preemptive" in text and "x-trimgate-trimmed: true" in text
     assert "trimgate_trims_total" in text and "history_trimmed" in text
+    # the tour shows a reactive retry: the fake overflows once and trimgate resends
+    assert "2. A reactive retry (request " in text
+    assert "x-trimgate-reason: reactive\n     x-trimgate-retries: 1" in text
+    assert 'trimgate_reactive_retries_total{model="demo-coder",upstream="openai"} 1.0' in text
+    assert "error 4" not in text  # the agent never saw the overflow
 
 
 def free_port() -> int:
