@@ -343,3 +343,73 @@ def test_config_wide_problems_are_found_after_coercion_too() -> None:
     with pytest.raises(ConfigError) as info:  # "9000" is coerced: the model's check finds it
         parse_config({"server": {"port": "9000", "admin_port": 9000}})
     assert info.value.problems == ["server.admin_port: must differ from server.port"]
+
+
+def test_human_banner_says_where_to_point_each_sdk() -> None:
+    from trimgate.config import parse_config
+    from trimgate.proxy.serve import human_banner
+
+    config = parse_config(
+        {
+            "server": {"host": "0.0.0.0", "port": 9001, "admin_port": 9002},
+            "upstreams": {
+                "openai": {"provider": "openai", "base_url": "https://api.openai.com"},
+                "anthropic": {"provider": "anthropic", "base_url": "https://api.anthropic.com"},
+                "backup": {"provider": "openai", "base_url": "https://backup.example"},
+                "groq": {
+                    "provider": "openai",
+                    "base_url": "https://api.groq.com/openai",
+                    "prefix": "/groq",
+                },
+                "vllm": {
+                    "provider": "openai",
+                    "base_url": "http://127.0.0.1:8000/v1",
+                    "prefix": "/vllm",
+                },
+            },
+        }
+    )
+    line = human_banner(config)
+    assert "\n" not in line
+    assert line.startswith("trimgate ") and " on http://127.0.0.1:9001; " in line
+    assert "openai http://127.0.0.1:9001/v1, anthropic http://127.0.0.1:9001, " in line
+    assert "groq http://127.0.0.1:9001/groq/v1, vllm http://127.0.0.1:9001/vllm;" in line
+    assert "backup" not in line  # reached only by nothing: openai is the default
+    assert line.endswith(
+        "metrics http://127.0.0.1:9002/metrics; events http://127.0.0.1:9002/api/events"
+    )
+
+
+def test_serve_prints_one_human_line_when_stdout_is_a_terminal(tmp_path: Path) -> None:
+    import pty
+
+    port = free_port()
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "trimgate", "serve", "--port", str(port)],
+        stdout=follower,
+        stderr=subprocess.PIPE,
+    )
+    os.close(follower)
+    try:
+        wait_ready(f"http://127.0.0.1:{port}/readyz")
+        shown = b""
+        deadline = time.monotonic() + 10
+        while b"\n" not in shown and time.monotonic() < deadline:
+            shown += os.read(leader, 4096)
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=20)
+        os.close(leader)
+    base = f"http://127.0.0.1:{port}"
+    assert shown.decode().strip() == human_line(base)
+    assert json.loads(err.decode().splitlines()[0])["msg"] == "listening"  # the JSON log too
+
+
+def human_line(base: str) -> str:
+    import trimgate
+
+    return (
+        f"trimgate {trimgate.__version__} on {base}; SDK base URLs: openai {base}/v1, "
+        f"anthropic {base}, gemini {base}; metrics {base}/metrics; events {base}/api/events"
+    )
