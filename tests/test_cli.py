@@ -413,3 +413,16 @@ def human_line(base: str) -> str:
         f"trimgate {trimgate.__version__} on {base}; SDK base URLs: openai {base}/v1, "
         f"anthropic {base}, gemini {base}; metrics {base}/metrics; events {base}/api/events"
     )
+
+
+def test_ctrl_c_in_a_command_is_no_traceback(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import trimgate.demo
+
+    async def interrupted() -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(trimgate.demo, "run_demo", interrupted)
+    code, out, err = _main_exit(["demo"], capsys)
+    assert (code, out, err) == (130, "", "")

@@ -111,6 +111,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:  # e.g. stdin or stdout closed, a file that vanished
         print(f"trimgate {args.command}: {exc.strerror or exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C in demo or trim: no traceback
+        return 130
 
 
 def _check_config(path: str) -> int:
