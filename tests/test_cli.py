@@ -426,3 +426,15 @@ def test_ctrl_c_in_a_command_is_no_traceback(
     monkeypatch.setattr(trimgate.demo, "run_demo", interrupted)
     code, out, err = _main_exit(["demo"], capsys)
     assert (code, out, err) == (130, "", "")
+
+
+def test_serve_with_an_unreadable_config_says_so_in_one_line(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.yaml"
+    out = run("serve", env={"TRIMGATE_CONFIG": str(missing)})
+    assert out.returncode == 2
+    assert out.stderr.decode() == f"{missing}: cannot read (No such file or directory)\n"
+    (tmp_path / "bad.yaml").write_text("server: {port: 70000}\n")
+    out = run("serve", "--config", str(tmp_path / "bad.yaml"))
+    assert out.returncode == 2
+    assert out.stderr.decode().startswith("server.port: ")
+    assert out.stderr.decode().count("\n") == 1
