@@ -9,6 +9,7 @@ Unknown keys are errors naming their path, so a typo never passes silently.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
@@ -315,17 +316,9 @@ class Config(_Strict):
 
     @model_validator(mode="after")
     def _check(self) -> Config:
-        prefixes: dict[str, str] = {}
-        for name, up in self.upstreams.items():
-            if up.prefix is None:
-                continue
-            if up.prefix in prefixes:
-                raise ValueError(
-                    f"upstreams.{name}.prefix: same prefix as upstreams.{prefixes[up.prefix]}"
-                )
-            prefixes[up.prefix] = name
-        if self.server.admin_port is not None and self.server.admin_port == self.server.port:
-            raise ValueError("server.admin_port: must differ from server.port")
+        problems = config_wide_problems(self.model_dump())
+        if problems:  # parse_config reports them one per line, with the others
+            raise ValueError("\n".join(problems))
         return self
 
     def for_model(self, override: TrimmingOverride | None) -> TrimmingConfig:
@@ -340,15 +333,48 @@ class Config(_Strict):
         return self.trimming.model_copy(update=update)
 
 
+def config_wide_problems(data: dict[str, Any]) -> list[str]:
+    """Problems between keys (a prefix used twice, ``admin_port`` equal to ``port``),
+    each on its own line. Read from the raw data too, so that they are reported
+    alongside the problems of single keys rather than after they are fixed."""
+    problems: list[str] = []
+    upstreams = data.get("upstreams")
+    if isinstance(upstreams, dict):
+        seen: dict[str, str] = {}
+        for name, up in upstreams.items():
+            prefix = up.get("prefix") if isinstance(up, dict) else None
+            if not isinstance(prefix, str) or not prefix.startswith("/"):
+                continue
+            prefix = prefix.rstrip("/")
+            if prefix in seen:
+                problems.append(f"upstreams.{name}.prefix: same prefix as upstreams.{seen[prefix]}")
+            elif prefix:
+                seen[prefix] = name
+    server = data.get("server")
+    if isinstance(server, dict):
+        port = server.get("port", ServerConfig.model_fields["port"].default)
+        admin = server.get("admin_port")
+        if isinstance(admin, int) and admin == port:
+            problems.append("server.admin_port: must differ from server.port")
+    return problems
+
+
 def parse_config(data: object) -> Config:
     if data is None:
         data = {}
     if not isinstance(data, dict):
         raise ConfigError(["(top level): must be a mapping"])
+    wide = config_wide_problems(data)
     try:
-        return Config.model_validate(data)
+        config = Config.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError([_problem(e) for e in exc.errors()]) from exc
+        problems = [_problem(e) for e in exc.errors() if e["loc"]]
+        for e in exc.errors():  # the model's own check: the same lines as ``wide``
+            if not e["loc"]:
+                wide += _problem(e).split("\n")
+        problems += dict.fromkeys(wide)  # each once, in order
+        raise ConfigError(problems) from exc
+    return config
 
 
 def _problem(error: Any) -> str:
@@ -364,6 +390,45 @@ def _problem(error: Any) -> str:
     return f"{path}: {message}"
 
 
+_VERSION_TAIL = re.compile(r"/(v1(?:(?:beta|alpha)\d*)?)$")
+
+
+def config_warnings(config: Config) -> list[str]:
+    """Settings that validate but probably do not do what was meant: one line each.
+
+    A ``base_url`` ending in the API version doubles it: SDKs already send ``/v1/...``
+    (Anthropic always, OpenAI when pointed at a base URL ending in ``/v1``, Gemini its
+    ``/v1beta/...``), so the provider would be asked for ``/v1/v1/...`` and answer 404.
+    An OpenAI-format upstream may take clients that send ``/chat/completions`` without
+    the version (docs/reference.md, "Routing"): its warning says when the doubling applies.
+    """
+    problems: list[str] = []
+    listen = f"http://{config.server.host}:{config.server.port}"
+    for name, up in config.upstreams.items():
+        found = _VERSION_TAIL.search(urlsplit(up.base_url).path)
+        if found is None:
+            continue
+        tail = "/" + found.group(1)
+        fix = up.base_url[: -len(tail)]
+        key = f"upstreams.{name}.base_url: ends in {tail}"
+        if up.provider == "openai":
+            if tail != "/v1":
+                continue
+            at = listen + (up.prefix or "")
+            problems.append(
+                f"{key}; a request that already carries /v1 (an SDK pointed at {at}/v1) "
+                f"would reach the provider as /v1/v1/... — use {fix}, "
+                f"or point SDKs at {at} without /v1"
+            )
+        else:
+            sent = "/v1" if up.provider == "anthropic" else "/v1beta"
+            problems.append(
+                f"{key}; requests already carry {sent}, so the provider would get "
+                f"{tail}{sent}/... — use {fix}"
+            )
+    return problems
+
+
 def load_config(path: str | os.PathLike[str] | None = None) -> Config:
     """The config from ``path``, else from ``$TRIMGATE_CONFIG``, else the defaults."""
     if path is None:
@@ -374,6 +439,8 @@ def load_config(path: str | os.PathLike[str] | None = None) -> Config:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError([f"{path}: cannot read ({exc.strerror})"]) from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError([f"{path}: not UTF-8 text (byte {exc.start})"]) from exc
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:

@@ -99,7 +99,7 @@ def test_the_cli_offers_exactly_the_registry_formats(capsys: pytest.CaptureFixtu
         cli.main(["trim", "--format", "bogus", "-"])
     err = capsys.readouterr().err
     assert "invalid choice: 'bogus'" in err
-    offered = re.search(r"\(choose from (.*)\)", err)
+    offered = re.search(r"\(choose from ([^)]*)\)", err)
     assert offered is not None
     assert tuple(c.strip(" '") for c in offered.group(1).split(",")) == FORMATS
 

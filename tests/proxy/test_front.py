@@ -716,6 +716,8 @@ def valid_heads(draw: st.DrawFn) -> bytes:
         lowered = name.lower()
         if lowered in ("host", "content-length", "upgrade", "transfer-encoding", "expect"):
             continue  # Host and the length are added below; the others are aiohttp's
+        if lowered == "connection" and "upgrade" in value.lower():
+            continue  # an upgrade is aiohttp's too
         if lowered in once and lowered in seen:
             continue
         seen.add(lowered)

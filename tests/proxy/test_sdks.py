@@ -352,3 +352,62 @@ async def test_openai_ok_usage_feeds_calibration(make_stack: MakeStack) -> None:
             model="gpt-4o", messages=openai_chat(6, model="gpt-4o")["messages"]
         )
     assert stack.metric("trimgate_estimate_calibration_ratio", model="gpt-4o") > 1.0
+
+
+@pytest.mark.parametrize("budget", ["abc", "-5", "0", "12.5"])
+async def test_openai_bad_budget_header_raises_bad_request_naming_it(
+    make_stack: MakeStack, budget: str
+) -> None:
+    stack = await make_stack()
+    async with oa_async(stack) as client:
+        with pytest.raises(openai.BadRequestError) as info:
+            await client.chat.completions.create(
+                model="gpt-4o",
+                messages=openai_chat(1, model="gpt-4o")["messages"],
+                extra_headers={"x-trimgate-budget": budget},
+            )
+    assert "400 - x-trimgate-budget: must be a whole number of tokens" in info.value.message
+    assert repr(budget) in info.value.message
+    assert info.value.response.headers["x-trimgate-error"] == "true"
+    assert stack.fake.requests == []  # never forwarded
+
+
+async def test_anthropic_bogus_mode_header_raises_bad_request_naming_it(
+    make_stack: MakeStack,
+) -> None:
+    stack = await make_stack()
+    async with an_async(stack) as client:
+        with pytest.raises(anthropic.BadRequestError) as info:
+            await client.messages.create(
+                model="claude-sonnet-4-5",
+                max_tokens=10,
+                messages=anthropic_messages(1)["messages"],
+                extra_headers={"x-trimgate-mode": "bogus"},
+            )
+    body = info.value.body
+    assert isinstance(body, dict)
+    assert body["error"] == {
+        "type": "invalid_request_error",
+        "message": "x-trimgate-mode: must be one of enforce, shadow, off (got 'bogus')",
+    }
+    assert stack.fake.requests == []
+
+
+async def test_bad_control_headers_get_the_gemini_envelope_and_good_ones_pass(
+    make_stack: MakeStack,
+) -> None:
+    stack = await make_stack()
+    resp = await stack.client.post(
+        "/v1beta/models/gemini-2.5-flash:generateContent",
+        json={"contents": [{"role": "user", "parts": [{"text": "hi"}]}]},
+        headers={"x-trimgate-budget": "lots"},
+    )
+    assert resp.status == 400
+    assert (await resp.json())["error"]["status"] == "INVALID_ARGUMENT"
+    assert stack.fake.requests == []
+    ok = await stack.client.post(  # any case of a mode, spaces and an empty budget are fine
+        "/v1/chat/completions",
+        json=openai_chat(1, model="gpt-4o"),
+        headers={"x-trimgate-mode": " Shadow ", "x-trimgate-budget": ""},
+    )
+    assert ok.status == 200 and ok.headers["x-trimgate-shadow"] == "true"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import random
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
@@ -11,13 +12,16 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 
 from trimgate.config import Config
 from trimgate.proxy import h1
+from trimgate.proxy.answers import refuse
 from trimgate.proxy.events import EventHub
 from trimgate.proxy.forward import Proxy
 from trimgate.proxy.front import FRONTS, drain_fronts
 from trimgate.proxy.metrics import Metrics, metrics_for
+from trimgate.proxy.routing import NOT_AN_OPEN_PROXY
 from trimgate.proxy.upstream import UpstreamClient, make_client
 
 Sleep = Callable[[float], Awaitable[None]]
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 CONFIG = web.AppKey("config", Config)
 METRICS = web.AppKey("metrics", Metrics)
@@ -66,7 +70,7 @@ def create_app(
         shared = Shared(config, registry, metrics_for(config, registry))
     if admin is None:
         admin = config.server.admin_port is None
-    app = web.Application(client_max_size=config.server.max_body_bytes)
+    app = web.Application(client_max_size=config.server.max_body_bytes, middlewares=[_no_connect])
     proxy = Proxy(
         config, metrics=shared.metrics, hub=shared.hub, client=shared.get_client, sleep=sleep
     )
@@ -116,6 +120,15 @@ def create_app(
     return app
 
 
+@web.middleware
+async def _no_connect(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """CONNECT gets the proxy's 400 refusal: aiohttp's router never hands it to a route
+    (its target is an authority, not a path), so it would otherwise be aiohttp's 404."""
+    if request.method == "CONNECT":
+        return refuse(f"{random.getrandbits(64):016x}", NOT_AN_OPEN_PROXY)
+    return await handler(request)
+
+
 def create_admin_app(
     shared: Shared, *, metrics_output: Callable[[], bytes] | None = None
 ) -> web.Application:
@@ -135,8 +148,6 @@ def _admin_routes(
         if metrics_output is not None:
             return metrics_output()
         return generate_latest(registry)
-
-    Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
     def guarded(handler: Handler) -> Handler:
         """The handler behind the admin token (a wrapper, not a middleware: the

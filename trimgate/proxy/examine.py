@@ -247,7 +247,8 @@ class Examiner:
         return None
 
     def _mode(self, headers: Mapping[str, str]) -> str:
-        """The request's ``x-trimgate-mode`` if it names a mode, else the configured one."""
+        """The request's ``x-trimgate-mode`` if it names a mode, else the configured one
+        (``control_header_problem`` has refused other values before)."""
         mode = headers.get("x-trimgate-mode", "").lower() or self.mode
         return mode if mode in MODES else self.mode
 
@@ -286,6 +287,20 @@ def int_header(value: str | None) -> int | None:
     except ValueError:
         return None
     return n if n > 0 else None
+
+
+def control_header_problem(headers: Mapping[str, str]) -> str | None:
+    """Why the request's ``x-trimgate-budget`` or ``x-trimgate-mode`` cannot be obeyed
+    (the 400's message, naming the header), or None. An empty value counts as absent."""
+    budget = headers.get("x-trimgate-budget", "").strip()
+    if budget and int_header(budget) is None:
+        return (
+            f"x-trimgate-budget: must be a whole number of tokens, at least 1 (got {budget[:40]!r})"
+        )
+    mode = headers.get("x-trimgate-mode", "").strip()
+    if mode and mode.lower() not in MODES:
+        return f"x-trimgate-mode: must be one of {', '.join(MODES)} (got {mode[:40]!r})"
+    return None
 
 
 def decompress(body: bytes, encoding: str, limit: int) -> bytes | None:

@@ -33,7 +33,7 @@ from trimgate.providers.base import Codec
 from trimgate.proxy import upstream as up
 from trimgate.proxy.answers import error_response, refuse
 from trimgate.proxy.events import EventHub
-from trimgate.proxy.examine import Chat, Examiner
+from trimgate.proxy.examine import Chat, Examiner, control_header_problem
 from trimgate.proxy.metrics import Metrics
 from trimgate.proxy.relay import Attempt, Incoming, relay, sniff_overflow
 from trimgate.proxy.retry import Send, Sleep, send_with_retries
@@ -98,6 +98,10 @@ class Proxy:
             )
         provider = route.upstream.provider
         team = self.team(request.headers) if self.team is not None else None
+        bad = control_header_problem(request.headers)
+        if bad is not None:  # the client asked trimgate for something it cannot do
+            self._count(route, "other", 400, team)
+            return error_response(provider, 400, bad, request_id)
         try:
             body = await request.read()
         except web.HTTPRequestEntityTooLarge:
