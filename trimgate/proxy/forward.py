@@ -39,6 +39,7 @@ from trimgate.proxy.retry import Send, Sleep, send_with_retries
 from trimgate.proxy.routing import NoUpstream, Route, Router, refusal
 from trimgate.proxy.signals import Outcome, attribution, record, response_headers
 from trimgate.proxy.usage import UsageSniffer as UsageSniffer  # bench/ablate.py replaces it
+from trimgate.proxy.websocket import WebSocketRelay, is_upgrade
 from trimgate.trimming.estimate import Calibration
 from trimgate.trimming.pipeline import TrimReport
 from trimgate.trimming.policy import learned
@@ -72,6 +73,7 @@ class Proxy:
         self._client = client
         self._sleep = sleep
         self.calibration: dict[str, Calibration] = {}
+        self.websockets = WebSocketRelay(self)
 
     # --- route ----------------------------------------------------------------
 
@@ -90,6 +92,9 @@ class Proxy:
                 exc.provider, 404, f"no upstream configured for {exc.provider}", request_id
             )
         provider = route.upstream.provider
+        if isinstance(request, web.Request) and is_upgrade(request.headers):
+            # trimgate's front hands every upgrade to aiohttp, so it arrives here
+            return await self.websockets.relay(request, route, request_id)
         try:
             body = await request.read()
         except web.HTTPRequestEntityTooLarge:
