@@ -544,3 +544,97 @@ async def test_admin_token_and_open_proxy_rules_hold_for_upgrades(make_ws: MakeW
         )
         assert answer.startswith(b"HTTP/1.1 400"), (target, answer[:80])
     assert len([r for r in fake.records if r.transport == "ws-handshake"]) == handshakes
+
+
+async def test_shutdown_closes_both_sides_with_1001(make_ws: MakeWs) -> None:
+    closes: list[tuple[int, str]] = []
+    stack = await make_ws(session_app(closes, []))
+    async with aiohttp.ClientSession() as session:
+        ws = await session.ws_connect(stack.base + "/v1/realtime")
+        await ws.send_str("hello")
+        assert (await ws.receive(timeout=5)).data == "hello"
+        closing = asyncio.create_task(stack.proxy.close())
+        msg = await ws.receive(timeout=10)
+        assert (msg.type, msg.data, msg.extra) == (WSMsgType.CLOSE, 1001, "server shutting down")
+        await ws.close()
+        await closing
+    for _ in range(100):
+        if closes:
+            break
+        await asyncio.sleep(0.02)
+    assert closes == [(1001, "server shutting down")]
+
+
+async def test_each_examined_create_logs_a_request_line(
+    make_ws: MakeWs, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("INFO", logger="trimgate")
+    fake = AgentFake(websocket=True, script=Script(rounds=0))
+    stack = await make_ws(fake.app())
+    async with sdk(stack.base).responses.connect() as conn:
+        for text in ("one", "two"):
+            await one_response(
+                conn,
+                {
+                    "type": "response.create",
+                    "model": "big-x",
+                    "input": [{"role": "user", "content": text}],
+                },
+            )
+    lines = [r for r in caplog.records if getattr(r, "event", "") == "request"]
+    assert len(lines) == 2
+    assert len({getattr(r, "request_id", "") for r in lines}) == 2
+    assert all(getattr(r, "status", 0) == 200 for r in lines)
+    assert "sk-test" not in caplog.text and "one" not in [r.getMessage() for r in lines]
+
+
+def slow_responses_app(received: list[dict[str, Any]]) -> web.Application:
+    """``/v1/responses`` answering each create in turn, its last event 0.1 s after the
+    first output: a create sent meanwhile arrives while a response still streams."""
+
+    async def responses(request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse()
+        await ws.prepare(request)
+        async for msg in ws:
+            event = json.loads(msg.data)
+            received.append(event)
+            rid = f"resp_{len(received)}"
+            await ws.send_json({"type": "response.created", "response": {"id": rid}})
+            await ws.send_json({"type": "response.output_text.delta", "delta": "x"})
+            await asyncio.sleep(0.1)
+            await ws.send_json(
+                {"type": "response.completed", "response": {"id": rid, "output": []}}
+            )
+        return ws
+
+    app = web.Application()
+    app.router.add_get("/v1/responses", responses)
+    return app
+
+
+async def test_pipelined_creates_are_relayed_in_order(make_ws: MakeWs) -> None:
+    received: list[dict[str, Any]] = []
+    stack = await make_ws(slow_responses_app(received))
+    history = [*turns(8), {"role": "user", "content": "the latest question"}]
+    async with (
+        aiohttp.ClientSession() as session,
+        session.ws_connect(stack.base + "/v1/responses") as ws,
+    ):
+        for model in ("big-x", "small-x", "big-x"):
+            await ws.send_json({"type": "response.create", "model": model, "input": history})
+        seen: list[dict[str, Any]] = []
+        while len([e for e in seen if e["type"] == "response.completed"]) < 3:
+            seen.append(json.loads((await ws.receive(timeout=5)).data))
+    ids = [e["response"]["id"] for e in seen if e["type"] == "response.created"]
+    done = [e["response"]["id"] for e in seen if e["type"] == "response.completed"]
+    assert ids == done == ["resp_1", "resp_2", "resp_3"]
+    assert [e["type"] for e in seen] == [
+        "response.created",
+        "response.output_text.delta",
+        "response.completed",
+    ] * 3
+    # the second was sent while the first streamed: not held, still trimmed
+    sizes = [len(r["input"]) for r in received]
+    assert sizes[0] == sizes[2] == len(history) and sizes[1] < len(history)
+    (event,) = [e for e in stack.events() if e["type"] == "history_trimmed"]
+    assert event["model"] == "small-x" and event["reason"] == "preemptive"

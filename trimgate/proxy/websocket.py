@@ -47,6 +47,7 @@ from trimgate.proxy.relay import Attempt
 from trimgate.proxy.retry import send_with_retries
 from trimgate.proxy.routing import Route
 from trimgate.proxy.signals import Outcome, attribution, record
+from trimgate.trimming.pipeline import TrimReport
 from trimgate.trimming.policy import may_retry, next_attempt
 
 if TYPE_CHECKING:
@@ -402,6 +403,9 @@ class _Link:
 _TYPE = re.compile(rb'"type"\s*:\s*"([A-Za-z0-9_.\-]{1,96})"')
 _LIFECYCLE: Final = frozenset({"response.created", "response.in_progress", "response.queued"})
 _FAILED: Final = frozenset({"error", "response.failed"})
+_TERMINAL: Final = frozenset(
+    {"error", "response.completed", "response.failed", "response.incomplete", "response.cancelled"}
+)
 
 
 def event_type(frame: bytes) -> str:
@@ -538,6 +542,7 @@ class ResponsesMode:
         self.chain = _Chain(proxy.config.server.max_ws_history_bytes)
         self.node: _Node | None = None  # of the response being created
         self.open: dict[str, _Node] = {}  # created, not yet completed
+        self.streaming = False  # a response's events are being relayed, its end not yet
 
     def start(self) -> asyncio.Task[None]:
         return self.link.loop.create_task(self._worker())
@@ -590,10 +595,15 @@ class ResponsesMode:
         )
 
     def _observe(self, frame: bytes) -> None:
-        """The chain's bookkeeping from the events relayed to the client."""
+        """Whether a response is streaming, and the chain's bookkeeping, from the events
+        relayed to the client."""
+        kind = event_type(frame)
+        if kind == "response.created":
+            self.streaming = True
+        elif kind in _TERMINAL:
+            self.streaming = False
         if self.chain.gave_up or self.chain.limit == 0:
             return
-        kind = event_type(frame)
         if kind == "response.created":
             node, self.node = self.node, None
             rid = _response_id(frame)
@@ -654,6 +664,11 @@ class ResponsesMode:
         self.node = None
         if own is not None and (prev is None or isinstance(prev, str)):
             self.node = _Node(prev if isinstance(prev, str) else None, own)
+        if self.streaming:
+            # sent while the response before it still streams: its events cannot be told
+            # apart from that one's, so it is not held (trimmed when needed, not retried)
+            await self._unheld(frame, None if prev else request_id, started)
+            return
         if prev:
             # only new items: forwarded as they are; an overflow is recovered from the
             # chain when all of it was seen here
@@ -673,6 +688,19 @@ class ResponsesMode:
             return
         self._overhead(started)
         await self._send_chat(chat, request_id)
+
+    async def _unheld(self, frame: bytes, request_id: str | None, started: float) -> None:
+        """A create sent at once, examined (``request_id`` given) but not held."""
+        chat = self._examine(frame, request_id)[0] if request_id is not None else None
+        if chat is None or request_id is None:
+            self._count("other", 200)
+            await self.link.to_upstream(frame)
+            return
+        self._overhead(started)
+        await self.link.to_upstream(chat.send_body)
+        report = chat.report
+        reason = "preemptive" if report.trimmed else None
+        self._record(chat, request_id, report, reason, 0, 0, 200, exhausted=False)
 
     def _examine(self, body: bytes, request_id: str) -> tuple[Chat | None, str | None]:
         try:
@@ -708,6 +736,23 @@ class ResponsesMode:
         reason = None
         if report.trimmed:
             reason = "reactive" if retries else "preemptive"
+        overflows += state.overflows
+        exhausted = final.overflow is not None
+        self._record(chat, request_id, report, reason, retries, overflows, turn.status, exhausted)
+        await self._release(turn)
+
+    def _record(
+        self,
+        chat: Chat,
+        request_id: str,
+        report: TrimReport,
+        reason: str | None,
+        retries: int,
+        overflows: int,
+        status: int,
+        exhausted: bool,
+    ) -> None:
+        """The request's metrics, event and log lines, as for an HTTP request."""
         outcome = Outcome(
             request_id=request_id,
             upstream=chat.route.name,
@@ -718,14 +763,14 @@ class ResponsesMode:
             report=report,
             reason=reason,
             retries=retries,
-            overflows=overflows + state.overflows,
-            exhausted=final.overflow is not None,
+            overflows=overflows,
+            exhausted=exhausted,
             shadow=chat.shadow,
             attribution=dict(self.attribution),
         )
-        self._count(chat.label, turn.status)
+        self._count(chat.label, status)
         try:
-            record(outcome, proxy.metrics, proxy.hub, status=turn.status)
+            record(outcome, self.proxy.metrics, self.proxy.hub, status=status)
         except Exception as exc:
             log.exception(
                 "recording a request's signals failed",
@@ -735,7 +780,6 @@ class ResponsesMode:
                     "error_type": type(exc).__name__,
                 },
             )
-        await self._release(turn)
 
     async def _recover(
         self,
