@@ -393,9 +393,13 @@ def session_app(closes: list[tuple[int, str]], pings: list[bytes]) -> web.Applic
         event = json.loads(msg.data)
         rid = "resp_1"
         await ws.send_json({"type": "response.created", "response": {"id": rid}})
-        await ws.send_json({"type": "response.output_text.delta", "delta": "par"})
+        if event.get("model") != "big-abandoning":
+            await ws.send_json({"type": "response.output_text.delta", "delta": "par"})
         if event.get("model") == "big-closing":
             await ws.close(code=4000, message=b"upstream bye")
+            return ws
+        if event.get("model") == "big-abandoning":  # no output: the close comes first
+            await ws.close(code=1011, message=b"gave up")
             return ws
         msg = await ws.receive()
         if msg.type == WSMsgType.CLOSE:
@@ -420,6 +424,21 @@ async def test_upstream_closing_mid_response_closes_the_client_alike(make_ws: Ma
         msg = await ws.receive(timeout=5)
         assert msg.type == WSMsgType.CLOSE
         assert (msg.data, msg.extra) == (4000, "upstream bye")
+
+
+async def test_events_held_when_the_upstream_closes_reach_the_client_first(
+    make_ws: MakeWs,
+) -> None:
+    stack = await make_ws(session_app([], []))
+    async with (
+        aiohttp.ClientSession() as session,
+        session.ws_connect(stack.base + "/v1/responses") as ws,
+    ):
+        await ws.send_json({"type": "response.create", "model": "big-abandoning", "input": "x"})
+        got = json.loads((await ws.receive(timeout=5)).data)
+        assert got["type"] == "response.created"  # held, undecided, then relayed
+        msg = await ws.receive(timeout=5)
+        assert (msg.type, msg.data, msg.extra) == (WSMsgType.CLOSE, 1011, "gave up")
 
 
 async def test_client_closing_mid_response_closes_the_upstream_alike(make_ws: MakeWs) -> None:

@@ -302,8 +302,9 @@ class _Link:
             self.loop.create_task(self._pump(self.upstream, self.client)),
             self.loop.create_task(self._watchdog()),
         ]
-        if self.mode is not None:
-            tasks.append(self.mode.start())
+        worker = self.mode.start() if self.mode is not None else None
+        if worker is not None:
+            tasks.append(worker)
         waiting: set[asyncio.Future[Any]] = {*tasks, self._stopped}
         try:
             done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
@@ -320,6 +321,13 @@ class _Link:
                         "a WebSocket relay failed",
                         extra={"event": "ws_relay_error", "error_type": type(exc).__name__},
                     )
+            if self.mode is not None and worker is not None and end.source is self.upstream:
+                # what the provider sent before it closed (an error event held while a
+                # create was decided) reaches the client before the close
+                worker.cancel()
+                await asyncio.gather(worker, return_exceptions=True)
+                with contextlib.suppress(Exception):
+                    await self.mode.flush()
             await self._close(end)
         except asyncio.CancelledError:
             # the client's connection is gone (aiohttp cancels its handler): the upstream
@@ -636,6 +644,13 @@ class ResponsesMode:
         await self.link.to_upstream(body)
         overflow = await turn.decided
         return Attempt(turn, b"", overflow)
+
+    async def flush(self) -> None:
+        """The events held for the response being decided, to the client (the upstream
+        has gone: nothing will be retried)."""
+        turn = self.turn
+        if turn is not None and not turn.dropped:
+            await self._release(turn)
 
     async def _release(self, turn: _Turn) -> None:
         """The held events to the client, then the rest as they come."""
