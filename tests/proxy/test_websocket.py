@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -657,3 +659,49 @@ async def test_pipelined_creates_are_relayed_in_order(make_ws: MakeWs) -> None:
     assert sizes[0] == sizes[2] == len(history) and sizes[1] < len(history)
     (event,) = [e for e in stack.events() if e["type"] == "history_trimmed"]
     assert event["model"] == "small-x" and event["reason"] == "preemptive"
+
+
+TLS = Path(__file__).parent.parent / "data" / "tls"  # a self-signed test pair for 127.0.0.1
+
+
+async def test_wss_upstream_verified_against_the_trust_store(
+    http_server: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = AgentFake(websocket=True, script=Script(rounds=0))
+    runner = web.AppRunner(fake.app())
+    await runner.setup()
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(TLS / "cert.pem", TLS / "key.pem")
+    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=context)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    proxies: list[ProxyTestServer] = []
+
+    async def through(trusted: bool) -> ProxyTestServer:
+        if trusted:
+            monkeypatch.setenv("SSL_CERT_FILE", str(TLS / "cert.pem"))  # as an operator would
+        config = config_for(
+            f"https://localhost:{port}", server={"http_server": http_server}, models=MODELS
+        )
+        proxy = ProxyTestServer(create_app(config, registry=CollectorRegistry()), host="127.0.0.1")
+        await proxy.start_server()
+        proxies.append(proxy)
+        return proxy
+
+    try:
+        async with aiohttp.ClientSession() as session:
+            untrusting = await through(trusted=False)
+            with pytest.raises(aiohttp.WSServerHandshakeError) as caught:
+                await session.ws_connect(f"http://127.0.0.1:{untrusting.port}/v1/responses")
+            assert caught.value.status == 502  # self-signed: refused by the system store
+            trusting = await through(trusted=True)
+            async with session.ws_connect(f"http://127.0.0.1:{trusting.port}/v1/responses") as ws:
+                await ws.send_json({"type": "response.create", "model": "big-x", "input": "hi"})
+                assert json.loads((await ws.receive(timeout=5)).data)["type"] == (
+                    "response.created"
+                )
+    finally:
+        for p in proxies:
+            await p.close()
+        await runner.cleanup()
+    assert [r.status for r in fake.records if r.transport == "ws-handshake"] == [101]
