@@ -68,6 +68,7 @@ SEC_WEBSOCKET: Final = (
 CLOSE_TIMEOUT: Final = 10.0  # seconds a side gets to answer a close frame
 QUEUE_FRAMES: Final = 32  # client frames waiting behind a response being examined
 HOLD_BYTES: Final = 1024 * 1024  # events held before a response's first output event
+MAX_OPEN: Final = 16  # responses created on a connection whose end is not yet seen
 _UNSENDABLE_CODES: Final = frozenset({0, 1005, 1006, 1015})  # never sent in a close frame
 
 
@@ -282,6 +283,7 @@ class _Link:
     ) -> None:
         self.client = client
         self.upstream = upstream
+        self.request_id = request_id  # of the handshake
         self.idle = relay.server.ws_idle_timeout
         self.loop = asyncio.get_running_loop()
         self.last = self.loop.time()
@@ -319,7 +321,11 @@ class _Link:
                     exc = finished.exception()
                     log.warning(
                         "a WebSocket relay failed",
-                        extra={"event": "ws_relay_error", "error_type": type(exc).__name__},
+                        extra={
+                            "event": "ws_relay_error",
+                            "request_id": self.request_id,
+                            "error_type": type(exc).__name__,
+                        },
                     )
             if self.mode is not None and worker is not None and end.source is self.upstream:
                 # what the provider sent before it closed (an error event held while a
@@ -616,8 +622,10 @@ class ResponsesMode:
             node, self.node = self.node, None
             rid = _response_id(frame)
             if node is not None and rid is not None:
+                if len(self.open) >= MAX_OPEN:  # responses that never ended: forgotten
+                    self.open.pop(next(iter(self.open)))
                 self.open[rid] = node
-        elif kind in ("response.completed", "response.incomplete", "response.failed"):
+        elif kind in _TERMINAL and kind != "error":
             try:
                 response = orjson.loads(frame).get("response")
             except (orjson.JSONDecodeError, AttributeError):
