@@ -432,14 +432,13 @@ class _Turn:
     """One attempt of a response: its events held until its first output event decides
     whether it overflowed. Also the ``Answer`` of an ``Attempt`` for retry.py."""
 
-    __slots__ = ("decided", "dropped", "held", "held_bytes", "released", "response_id", "status")
+    __slots__ = ("decided", "dropped", "held", "held_bytes", "released", "status")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.decided: asyncio.Future[Overflow | None] = loop.create_future()
         self.released = asyncio.Event()
         self.held: deque[bytes] = deque()
         self.held_bytes = 0
-        self.response_id: str | None = None
         self.status = 200
         self.dropped = False
 
@@ -586,8 +585,6 @@ class ResponsesMode:
                 await turn.released.wait()  # stop reading the upstream meanwhile
             return
         kind = event_type(frame)
-        if kind == "response.created" and turn.response_id is None:
-            turn.response_id = _response_id(frame)
         turn.hold(frame)
         if kind in _FAILED:
             turn.status = _status(frame)
