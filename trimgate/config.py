@@ -63,6 +63,12 @@ class ServerConfig(_Strict):
     upstream_client: Literal["trimgate", "aiohttp"] = "trimgate"
     # trimgate's own HTTP/1.1 front for proxied requests, or aiohttp's server for all
     http_server: Literal["trimgate", "aiohttp"] = "trimgate"
+    # Relayed WebSockets: the largest message either side may send, how long a
+    # connection may carry no frame before both sides are closed, and how many bytes of
+    # a Responses WebSocket's history are kept to rebuild a chain after an overflow
+    max_ws_frame_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
+    ws_idle_timeout: float = Field(default=3600.0, gt=0)
+    max_ws_history_bytes: int = Field(default=16 * 1024 * 1024, ge=0)
 
 
 class UpstreamConfig(_Strict):

@@ -111,6 +111,11 @@ def create_app(
     # trimgate's front (front.FrontSite) registers here; its answers in flight are waited
     # for once aiohttp has closed its idle connections and the event streams have ended
     app[FRONTS] = []
+
+    async def close_websockets(_: web.Application) -> None:
+        await proxy.websockets.shutdown()
+
+    app.on_shutdown.append(close_websockets)  # relayed WebSockets end with 1001
     app.on_shutdown.append(drain_fronts)
 
     async def end_lookups(_: web.Application) -> None:

@@ -40,6 +40,7 @@ from trimgate.proxy.retry import Send, Sleep, send_with_retries
 from trimgate.proxy.routing import NoUpstream, Route, Router, refusal
 from trimgate.proxy.signals import Outcome, attribution, record, record_usage, response_headers
 from trimgate.proxy.usage import UsageSniffer as UsageSniffer  # bench/ablate.py replaces it
+from trimgate.proxy.websocket import WebSocketRelay, is_upgrade
 from trimgate.proxy.windows import MAX_LEARNED_MODEL_LEN, GeminiLookups, LearnedWindows
 from trimgate.trimming.estimate import Calibration
 from trimgate.trimming.pipeline import TrimReport
@@ -79,6 +80,7 @@ class Proxy:
             raise ValueError("metrics.attribution is on: Metrics(registry, teams=True)")
         self.windows = LearnedWindows()  # of models without a known window, per process
         self.lookups = GeminiLookups(client)
+        self.websockets = WebSocketRelay(self)
 
     # --- route ----------------------------------------------------------------
 
@@ -102,6 +104,9 @@ class Proxy:
         if bad is not None:  # the client asked trimgate for something it cannot do
             self._count(route, "other", 400, team)
             return error_response(provider, 400, bad, request_id)
+        if isinstance(request, web.Request) and is_upgrade(request.headers):
+            # trimgate's front hands every upgrade to aiohttp, so it arrives here
+            return await self.websockets.relay(request, route, request_id)
         try:
             body = await request.read()
         except web.HTTPRequestEntityTooLarge:
