@@ -146,7 +146,7 @@ def test_an_event_without_data_is_not_dispatched() -> None:
 # Texts a str can be encoded from: lone surrogates have no UTF-8 (event data is JSON
 # that orjson wrote, always valid UTF-8).
 _TEXT = st.text(
-    alphabet=st.characters(blacklist_characters="\r", blacklist_categories=("Cs",)), max_size=40
+    alphabet=st.characters(blacklist_characters="\r", blacklist_categories=["Cs"]), max_size=40
 )
 
 
