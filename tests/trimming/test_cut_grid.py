@@ -135,6 +135,7 @@ class Item:
     kind: str  # "system" | "user" | "assistant" | "call" | "result"
     text: str
     call: str = ""
+    parts: tuple[str, ...] = ()  # a user message of several text parts (``text`` unused)
 
 
 @st.composite
@@ -162,6 +163,11 @@ def sessions(draw: st.DrawFn) -> list[Item]:
 
 def wire_item(fmt: str, item: Item) -> dict[str, Any]:
     k, t, cid = item.kind, item.text, item.call
+    if item.parts:
+        kind = {"anthropic": "text", "openai": "text", "openai-responses": "input_text"}
+        if fmt == "gemini":
+            return {"role": "user", "parts": [{"text": x} for x in item.parts]}
+        return {"role": "user", "content": [{"type": kind[fmt], "text": x} for x in item.parts]}
     if fmt == "openai":
         if k == "call":
             fn = {"name": "read", "arguments": t}
