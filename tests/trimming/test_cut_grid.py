@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
@@ -23,7 +23,8 @@ from trimgate.history import Conversation, Message
 from trimgate.providers.base import DecodeOptions
 from trimgate.providers.registry import CODECS
 from trimgate.trimming.estimate import scale, text_tokens
-from trimgate.trimming.pipeline import Policy, TrimPlan, plan
+from trimgate.trimming.pipeline import Placement, Policy, TrimPlan, plan
+from trimgate.trimming.policy import breadcrumb_tokens
 from trimgate.trimming.turns import TrimResult, leading_systems, trim_to_recent_turns
 
 CRUMB_TEXT = "[earlier turns omitted to fit the context window]"
@@ -150,7 +151,7 @@ def sessions(draw: st.DrawFn) -> list[Item]:
     items = [Item("system", "You are a careful assistant. " + text(0, 400))]
     for _ in range(draw(st.integers(1, 3))):  # harness preamble + first prompt
         items.append(Item("user", "<context> " + text(10, 700)))
-    for turn in range(draw(st.integers(4, 16))):
+    for turn in range(draw(st.integers(6, 24))):
         if turn:
             items.append(Item("user", f"task {turn}: " + text(10, 500)))
         for _ in range(draw(st.integers(0, 2))):
@@ -244,17 +245,24 @@ def requests(items: list[Item]) -> list[int]:
     return [n + 1 for n, i in enumerate(items) if n and i.kind in ("user", "result")]
 
 
+@pytest.mark.parametrize("placement", ["message", "merge"])
 @pytest.mark.parametrize("fmt", FORMATS)
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(sessions(), st.integers(2500, 6000))
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(sessions(), st.integers(1200, 3000))
 def test_a_growing_session_keeps_its_cut_and_prefix(
-    fmt: str, items: list[Item], budget: int
+    fmt: str, placement: Placement, items: list[Item], budget: int
 ) -> None:
     step = int(0.2 * budget)
+    crumb = breadcrumb_tokens(CRUMB_TEXT, placement)
     policy = Policy(
-        budget=budget, breadcrumb_tokens=CRUMB, step=step, anchor_limit=int(0.25 * budget)
+        budget=budget,
+        breadcrumb_tokens=crumb,
+        placement=placement,
+        step=step,
+        anchor_limit=int(0.25 * budget),
     )
-    minimal = Policy(budget=budget, breadcrumb_tokens=CRUMB, anchor_limit=policy.anchor_limit)
+    minimal = replace(policy, step=0)
+    merged = 0 if placement == "merge" else 1  # the merged message is the first kept turn
     offset = 1 if fmt == "gemini" else 0  # the system item is not in Gemini's contents
     previous: Sent | None = None
     moves = 0
@@ -284,7 +292,10 @@ def test_a_growing_session_keeps_its_cut_and_prefix(
                 moves += 1
                 # the prefix before the first kept turn is byte-identical across the move
                 if previous.crumb >= 0:
-                    assert sent.history[: sent.crumb + 1] == previous.history[: previous.crumb + 1]
+                    assert (
+                        sent.history[: sent.crumb + merged]
+                        == previous.history[: previous.crumb + merged]
+                    )
             else:
                 # same cut: the last request's forwarded history is a prefix of this one's
                 assert sent.history[: len(previous.history)] == previous.history
