@@ -4,11 +4,13 @@ clients of a growing conversation, the fake provider recording what trimgate for
 from __future__ import annotations
 
 import itertools
+import logging
 from typing import Any
 
 import anthropic
 import openai
 import orjson
+import pytest
 
 from tests.fakes import FakeProvider, anthropic_ok, anthropic_overflow, json_reply, openai_ok
 from tests.proxy.conftest import MakeStack
@@ -72,8 +74,9 @@ async def test_openai_growing_chat_keeps_its_forwarded_prefix(make_stack: MakeSt
 
 
 async def test_anthropic_stream_with_a_reactive_retry_keeps_the_anchor(
-    make_stack: MakeStack,
+    make_stack: MakeStack, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.INFO, logger="trimgate")
     fake = FakeProvider(anthropic_stream).then(anthropic_overflow(5000, 4000))
     stack = await make_stack(fake, trimming=DEFAULTS, models=MODELS)
     messages: list[dict[str, Any]] = [{"role": "user", "content": PROMPT}]
@@ -97,6 +100,8 @@ async def test_anthropic_stream_with_a_reactive_retry_keeps_the_anchor(
     assert len(retry) < len(first)
     assert retry[0] == messages[0] and retry[1] == {"role": "user", "content": CRUMB}
     assert retry[-1] == messages[-1]
+    (line,) = [r for r in caplog.records if getattr(r, "event", None) == "history_trimmed"]
+    assert getattr(line, "anchor_tokens", 0) == int(headers["x-trimgate-anchor-tokens"])
 
 
 async def test_anthropic_compaction_head_is_forwarded_untouched(make_stack: MakeStack) -> None:

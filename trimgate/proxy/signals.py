@@ -119,6 +119,7 @@ def record(o: Outcome, metrics: Metrics, hub: EventHub, *, status: int) -> None:
                 "tokens_before": r.tokens_before,
                 "tokens_after": r.tokens_after,
                 "budget": r.budget,
+                "anchor_tokens": r.anchor_tokens,
                 "shadow": o.shadow,
             },
         )
