@@ -72,7 +72,8 @@ class Message:
         breadcrumb: bool = False,  # trimgate's own marker, found in an incoming history
         # A provider compaction's pinned head (Anthropic: every message up to the latest
         # compaction block; Responses: the latest compaction item): kept whatever the
-        # budget, forwarded untouched, the breadcrumb after it.
+        # budget, forwarded untouched, the breadcrumb after it. A codec marks such
+        # messages ``exempt`` as well, so that the orphan sweep leaves them alone too.
         pinned: bool = False,
     ) -> None:
         self.index = index

@@ -356,3 +356,39 @@ def test_grid_cut_stays_put_while_minimal_cut_moves() -> None:
             cuts.append(p.kept[at].index if at is not None else 0)
     assert len(set(minimal_cuts)) >= 2 * len(set(grid_cuts))
     assert grid_cuts == sorted(grid_cuts)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    conversations(),
+    st.integers(1, 4000),
+    st.booleans(),
+    st.integers(0, 10**6),
+    st.sampled_from([0, 200, 600]),
+)
+def test_a_compaction_head_is_never_dropped(
+    c: Conversation, budget: int, supersede: bool, at: int, step: int
+) -> None:
+    """Anthropic-style heads (everything up to the compaction pinned) and Responses-style
+    ones (only the compaction item pinned, what came before superseded)."""
+    messages = list(c.messages)
+    lead = leading_systems(messages)
+    if len(messages) <= lead:
+        return
+    h = lead + at % (len(messages) - lead)  # the compaction's position
+    for i in range(lead, h + 1):
+        if i == h or not supersede:
+            messages[i] = messages[i].replace(pinned=True, exempt=True)  # as codecs do
+    conv = Conversation(tuple(messages), c.overhead, compacted=True)
+    p = plan(conv, Policy(budget=budget, breadcrumb_tokens=CRUMB, step=step, anchor_limit=900))
+    kept = [m.index for m in p.kept]
+    pinned = [m.index for m in messages if m.pinned]
+    assert p.report.anchor_tokens == 0  # the head replaces the anchor
+    assert [i for i in kept if i in pinned] == pinned  # never dropped, by the sweep neither
+    if p.report.trimmed:
+        assert kept[lead : lead + len(pinned)] == pinned  # right after the systems, in order
+        assert kept[-1] == messages[-1].index
+        rest = kept[lead + len(pinned) :]
+        assert rest == list(range(rest[0], len(messages))) if rest else True
+        assert not any(lead <= i < h and i not in pinned for i in kept)  # superseded: gone
+        assert p.breadcrumb_at in (lead + len(pinned), None)

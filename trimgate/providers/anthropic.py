@@ -40,10 +40,10 @@ so this is a guard, not the common path).
 
 Server-side compaction: an assistant ``compaction`` block makes the API ignore every
 block before it. Every message up to the one holding the latest such block (and the
-user message answering that message's tool calls, if any) is ``pinned``: the trim keeps
-it and forwards it untouched. The earlier messages count 0 tokens and the compaction
-message counts from its compaction block (its summary text and tool changes; the
-encrypted content and signature are opaque).
+user message answering that message's tool calls, if any) is ``pinned`` (and ``exempt``):
+the trim keeps it and it is forwarded untouched, the orphan sweep included. The earlier
+messages count 0 tokens and the compaction message counts from its compaction block (its
+summary text and tool changes; the encrypted content and signature are opaque).
 """
 
 from __future__ import annotations
@@ -368,7 +368,8 @@ def _pin_head(messages: list[Message], compaction: int) -> None:
         end += 1
     for i in range(end):
         m = messages[i]
-        messages[i] = m.replace(tokens=m.tokens if i >= compaction else 0, pinned=True)
+        tokens = m.tokens if i >= compaction else 0
+        messages[i] = m.replace(tokens=tokens, pinned=True, exempt=True)  # the sweep too
 
 
 def _int(value: Any) -> int:

@@ -385,7 +385,7 @@ class OpenAIResponsesCodec(CodecBase):
         if reasoning_at >= 0:
             messages[reasoning_at] = _reasoning(reasoning_index, reasoning_bytes, reasoning_calls)
         if compaction >= 0:  # kept like a leading system item; the items before it go first
-            messages[compaction] = messages[compaction].replace(pinned=True)
+            messages[compaction] = messages[compaction].replace(pinned=True, exempt=True)
         conversation = Conversation(
             tuple(messages), overhead, pending_calls_ok=False, compacted=compaction >= 0
         )
