@@ -109,7 +109,10 @@ def test_trim_dry_run_every_format(fmt: str, body: dict[str, Any]) -> None:
     assert report["dropped_turns"] >= 1 and report["kept_turns"] >= 1
     assert set(report) >= {"dropped_messages", "tokens_before", "tokens_after", "kept_turns"}
     text = json.dumps(forwarded)
-    assert CRUMB in text and "task 7" in text and "task 0:" not in text
+    # The first prompt is the anchor: pinned before the breadcrumb, its size reported
+    assert CRUMB in text and "task 7" in text and "task 1:" not in text
+    assert text.index("task 0:") < text.index(CRUMB) < text.index("task 7")
+    assert report["anchor_tokens"] > 0
 
 
 def test_trim_leaves_a_model_without_a_window_alone(tmp_path: Path) -> None:

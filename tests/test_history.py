@@ -20,6 +20,7 @@ VALUES: dict[str, object] = {
     "other_content": False,
     "exempt": True,
     "breadcrumb": True,
+    "pinned": True,
 }
 
 

@@ -258,6 +258,7 @@ def _trim_report(
         "capped_messages": r.capped_messages,
         "orphans_removed": r.orphans_removed,
         "tool_results_capped": r.tool_results_capped,
+        "anchor_tokens": r.anchor_tokens,
         "changed": result.changed,
     }
 

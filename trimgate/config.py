@@ -149,6 +149,9 @@ class TrimmingConfig(_Strict):
     provider_managed: Literal["defer", "trim"] = "defer"
     # count_tokens / countTokens: count the body as the client sent it, or as trimmed
     count_tokens: Literal["client", "trimmed"] = "client"
+    cut_step: float = Field(default=0.2, ge=0, lt=1)
+    keep_anchor: bool = True
+    anchor_max_share: float = Field(default=0.25, ge=0, le=1)
 
     def settings(self) -> Settings:
         """These keys as the plain values the trimming core reads."""
@@ -169,6 +172,9 @@ class TrimmingConfig(_Strict):
             calibrate=self.calibrate,
             reactive=self.reactive.enabled,
             max_retries=self.reactive.max_retries,
+            cut_step=self.cut_step,
+            keep_anchor=self.keep_anchor,
+            anchor_max_share=self.anchor_max_share,
         )
 
 
@@ -186,6 +192,9 @@ class TrimmingOverride(_Strict):
     media_tokens: int | None = Field(default=None, ge=0)
     calibrate: bool | None = None
     reactive: ReactiveConfig | None = None
+    cut_step: float | None = Field(default=None, ge=0, lt=1)
+    keep_anchor: bool | None = None
+    anchor_max_share: float | None = Field(default=None, ge=0, le=1)
 
 
 class ModelEntry(_Strict):

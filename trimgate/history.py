@@ -36,6 +36,7 @@ _FIELDS = (
     "other_content",
     "exempt",
     "breadcrumb",
+    "pinned",
 )
 
 
@@ -69,6 +70,11 @@ class Message:
         other_content: bool = True,
         exempt: bool = False,  # the orphan sweep never touches this message
         breadcrumb: bool = False,  # trimgate's own marker, found in an incoming history
+        # A provider compaction's pinned head (Anthropic: every message up to the latest
+        # compaction block; Responses: the latest compaction item): kept whatever the
+        # budget, forwarded untouched, the breadcrumb after it. A codec marks such
+        # messages ``exempt`` as well, so that the orphan sweep leaves them alone too.
+        pinned: bool = False,
     ) -> None:
         self.index = index
         self.role = role
@@ -83,6 +89,7 @@ class Message:
         self.other_content = other_content
         self.exempt = exempt
         self.breadcrumb = breadcrumb
+        self.pinned = pinned
 
     @property
     def carries_results(self) -> bool:
@@ -103,6 +110,7 @@ class Message:
             self.other_content,
             self.exempt,
             self.breadcrumb,
+            self.pinned,
         )
 
     def replace(self, **changes: Any) -> Message:
@@ -206,6 +214,9 @@ class Conversation:
     # The API accepts calls of the newest turn that have no result yet (the
     # client is about to run them); the sweep must not strip those.
     pending_calls_ok: bool = False
+    # Some message is ``pinned`` (the codec found a provider compaction): the trim
+    # looks for the pinned head only then.
+    compacted: bool = False
 
     @property
     def tokens(self) -> int:

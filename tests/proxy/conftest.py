@@ -90,6 +90,9 @@ def config_for(fake_url: str, **sections: Any) -> Config:
             {"match": "small-*", "context_window": 1000},
             {"match": "tiny-*", "context_window": 300},
         ],
+        # Minimal cuts and no anchor: these stacks test the whole-turn rules themselves;
+        # tests of the cut grid and the anchor give their own ``trimming`` keys.
+        "trimming": {"cut_step": 0, "keep_anchor": False},
     }
     for key, value in sections.items():
         if key in data and isinstance(value, dict) and isinstance(data[key], dict):

@@ -36,6 +36,7 @@ def report(kept: int = 5, before: int = 10_000, after: int = 8_000) -> TrimRepor
         tokens_before=before,
         tokens_after=after,
         budget=9_000,
+        kept_units=kept,
     )
 
 
@@ -53,6 +54,11 @@ def test_settings_carry_the_configs_keys_as_plain_values() -> None:
     assert (s.pruning_enabled, s.pruning_max_tokens) == (True, 500)
     assert (s.reactive, s.max_retries) == (False, 2)
     assert s.breadcrumb_tokens == breadcrumb_tokens(CRUMB, "merge")
+    assert (s.cut_step, s.keep_anchor, s.anchor_max_share) == (0.2, True, 0.25)
+    other = TrimmingConfig.model_validate(
+        {"cut_step": 0, "keep_anchor": False, "anchor_max_share": 0.5}
+    ).settings()
+    assert (other.cut_step, other.keep_anchor, other.anchor_max_share) == (0.0, False, 0.5)
 
 
 def test_the_breadcrumb_costs_what_its_placement_adds() -> None:
@@ -64,9 +70,20 @@ def test_the_breadcrumb_costs_what_its_placement_adds() -> None:
 def test_make_policy_reserves_the_output_and_hoists_only_where_it_applies() -> None:
     s = Settings(max_context_tokens=0, hoist=True, breadcrumb_tokens=9, max_messages=7)
     p = make_policy(s, 10_000, output_limit=1_000, hoistable=False, request_budget=5_000)
-    assert p == Policy(budget=4_000, breadcrumb_tokens=9, max_messages=7, hoist=False)
+    assert p == Policy(
+        budget=4_000,
+        breadcrumb_tokens=9,
+        max_messages=7,
+        hoist=False,
+        step=800,  # cut_step 0.2 of the budget
+        anchor_limit=1_000,  # anchor_max_share 0.25 of the budget
+    )
     assert make_policy(s, 10_000, hoistable=True, budget=123, ratio=1.5) == replace(
-        p, budget=123, hoist=True, ratio=1.5
+        p, budget=123, hoist=True, ratio=1.5, step=24, anchor_limit=30
+    )
+    off = replace(s, cut_step=0.0, keep_anchor=False)
+    assert make_policy(off, 10_000) == Policy(
+        budget=10_000, breadcrumb_tokens=9, max_messages=7, hoist=False
     )
 
 
@@ -88,12 +105,22 @@ def test_a_retry_needs_reactive_retries_enforcement_and_more_than_one_turn() -> 
 def test_each_attempt_keeps_fewer_turns_within_the_reactive_budget(
     kept: int, after: int, real: int | None, maximum: int | None
 ) -> None:
-    first = Policy(budget=10**6, breadcrumb_tokens=8, placement="merge", hoist=True, ratio=1.2)
+    first = Policy(
+        budget=10**6,
+        breadcrumb_tokens=8,
+        placement="merge",
+        hoist=True,
+        ratio=1.2,
+        step=2 * 10**5,
+        anchor_limit=25 * 10**4,
+    )
     sent = report(kept=kept, after=after)
     nxt = next_attempt(first, sent, real, maximum)
     assert nxt.max_turns == kept - 1
     assert nxt.budget == reactive_budget(after, real, maximum)
-    assert replace(nxt, budget=first.budget, max_turns=None) == first
+    assert nxt.step == 0  # a retry cuts minimally
+    assert nxt.anchor_limit == first.anchor_limit  # and keeps the anchor pinned
+    assert replace(nxt, budget=first.budget, max_turns=None, step=first.step) == first
 
 
 def test_calibration_learns_from_the_body_sent_in_raw_estimate_tokens() -> None:

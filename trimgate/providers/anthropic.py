@@ -37,6 +37,13 @@ their ``cache_control``) stay byte-identical. ``strip`` removes ``tool_use`` /
 only when nothing else would (then a short placeholder text keeps the item
 valid, as Anthropic rejects empty content; the core drops such items whole,
 so this is a guard, not the common path).
+
+Server-side compaction: an assistant ``compaction`` block makes the API ignore every
+block before it. Every message up to the one holding the latest such block (and the
+user message answering that message's tool calls, if any) is ``pinned`` (and ``exempt``):
+the trim keeps it and it is forwarded untouched, the orphan sweep included. The earlier
+messages count 0 tokens and the compaction message counts from its compaction block (its
+summary text and tool changes; the encrypted content and signature are opaque).
 """
 
 from __future__ import annotations
@@ -186,6 +193,7 @@ class AnthropicCodec(CodecBase):
         user, assistant = Role.USER, Role.ASSISTANT  # locals: the loop is hot
         messages: list[Message] = []
         append = messages.append
+        compaction = -1  # position of the message holding the latest compaction block
         for index, item in enumerate(items):
             if type(item) is not dict:
                 raise DecodeError("message is not an object")
@@ -280,6 +288,10 @@ class AnthropicCodec(CodecBase):
                 elif kind in _MEDIA:
                     media += 1
                     other = True
+                elif kind == "compaction" and role is assistant:
+                    # The API ignores every block before it: the message counts from here
+                    nbytes, media, other = _compaction_bytes(block), 0, True
+                    compaction = len(messages)
                 else:  # server-side tool blocks, search_result, unknown types
                     nbytes += json_bytes(block)
                     other = True
@@ -308,6 +320,9 @@ class AnthropicCodec(CodecBase):
                 )
             )
 
+        if compaction >= 0:
+            _pin_head(messages, compaction)
+
         overhead = bytes_tokens(_system_bytes(body.get("system")))
         tools = body.get("tools")
         if tools is not None:
@@ -318,7 +333,12 @@ class AnthropicCodec(CodecBase):
         limit = body.get("max_tokens")
         return Decoded(
             body=body,
-            conversation=Conversation(tuple(messages), overhead=overhead, pending_calls_ok=False),
+            conversation=Conversation(
+                tuple(messages),
+                overhead=overhead,
+                pending_calls_ok=False,
+                compacted=compaction >= 0,
+            ),
             model=model if isinstance(model, str) else None,
             output_limit=(
                 limit
@@ -405,6 +425,27 @@ _PROMPT_KEYS = ("input_tokens", "cache_read_input_tokens", "cache_creation_input
 
 def _is_count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _compaction_bytes(block: dict[str, Any]) -> int:
+    """A compaction block's size: its summary text and tool changes (the encrypted
+    content and the signature are opaque)."""
+    content = block.get("content")
+    nbytes = utf8_len(content) if isinstance(content, str) else 0
+    changes = block.get("tool_changes")
+    return nbytes + (json_bytes(changes) if changes is not None else 0)
+
+
+def _pin_head(messages: list[Message], compaction: int) -> None:
+    """Pin every message up to the one holding the latest compaction block (and the
+    results answering its calls), sizing the earlier ones 0: the API ignores them."""
+    end = compaction + 1
+    if messages[compaction].calls and end < len(messages) and messages[end].carries_results:
+        end += 1
+    for i in range(end):
+        m = messages[i]
+        tokens = m.tokens if i >= compaction else 0
+        messages[i] = m.replace(tokens=tokens, pinned=True, exempt=True)  # the sweep too
 
 
 def _int(value: Any) -> int:

@@ -34,6 +34,11 @@ Sizes: text parts, refusals, reasoning summaries, call names, arguments and
 inputs, tool-output text. Images, files, audio, screenshots and generated
 images are media. Unknown items and parts count their compact JSON size.
 Encrypted reasoning content is not counted (opaque, like base64 media).
+
+Server-side compaction: the latest ``compaction`` item (from ``/responses/compact`` or
+``context_management``) is ``pinned``: kept like a leading system item whatever the
+budget. The items before it are superseded by it: the trim drops them first, as one
+unit, and counts them until then. A compaction item counts its JSON size.
 """
 
 from __future__ import annotations
@@ -228,6 +233,7 @@ class OpenAIResponsesCodec(CodecBase):
         # ``messages`` (a placeholder until it closes), wire index and size.
         reasoning_at = reasoning_index = reasoning_bytes = -1
         reasoning_calls: list[str] = []
+        compaction = -1  # the latest compaction item (messages are one per item)
 
         for index, item in enumerate(items):
             if type(item) is not dict:
@@ -345,6 +351,11 @@ class OpenAIResponsesCodec(CodecBase):
                 messages.append(_PLACEHOLDER)
                 continue
 
+            elif kind == "compaction":  # sized by its JSON: the summary is opaque
+                nbytes = json_bytes(item)
+                message = text_message(index, Role.ASSISTANT, framed_tokens(nbytes), nbytes)
+                compaction = index
+
             else:
                 call_id = item.get("call_id")
                 media = 0
@@ -385,7 +396,11 @@ class OpenAIResponsesCodec(CodecBase):
 
         if reasoning_at >= 0:
             messages[reasoning_at] = _reasoning(reasoning_index, reasoning_bytes, reasoning_calls)
-        conversation = Conversation(tuple(messages), overhead, pending_calls_ok=False)
+        if compaction >= 0:  # kept like a leading system item; the items before it go first
+            messages[compaction] = messages[compaction].replace(pinned=True, exempt=True)
+        conversation = Conversation(
+            tuple(messages), overhead, pending_calls_ok=False, compacted=compaction >= 0
+        )
         return Decoded(
             body,
             conversation,

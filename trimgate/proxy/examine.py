@@ -275,6 +275,9 @@ def untouched(report: TrimReport, conversation: Conversation) -> TrimReport:
         tokens_before=report.tokens_before,
         tokens_after=report.tokens_before,
         budget=report.budget,
+        # every unit is still there for a reactive retry to drop: those the plan kept
+        # and those it would have dropped
+        kept_units=report.kept_units + report.dropped_turns,
     )
 
 

@@ -81,6 +81,8 @@ def response_headers(o: Outcome) -> dict[str, str]:
         h["x-trimgate-orphans-removed"] = str(r.orphans_removed)
     if r.tool_results_capped:
         h["x-trimgate-tool-results-capped"] = str(r.tool_results_capped)
+    if r.anchor_tokens:
+        h["x-trimgate-anchor-tokens"] = str(r.anchor_tokens)
     if o.exhausted:
         h["x-trimgate-exhausted"] = "true"
     if o.shadow:
@@ -119,6 +121,7 @@ def record(o: Outcome, metrics: Metrics, hub: EventHub, *, status: int) -> None:
                 "tokens_before": r.tokens_before,
                 "tokens_after": r.tokens_after,
                 "budget": r.budget,
+                "anchor_tokens": r.anchor_tokens,
                 "shadow": o.shadow,
             },
         )

@@ -42,6 +42,8 @@ class Policy:
     hoist: bool = False
     ratio: float = 1.0  # calibration: provider tokens per estimated token
     max_turns: int | None = None  # reactive retries: keep fewer turns than last time
+    step: int = 0  # cache-stable cuts: grid step in raw estimate tokens; 0 = minimal cuts
+    anchor_limit: int = 0  # the largest anchor pinned, provider tokens; 0 = no anchor
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +59,8 @@ class TrimReport:
     orphans_removed: int = 0
     tool_results_capped: int = 0
     hoisted: int = 0
+    anchor_tokens: int = 0  # the pinned anchor's size (provider tokens); 0 = none pinned
+    kept_units: int = 0  # what a further trim could still drop from, plus the newest turn
 
     @property
     def tokens_dropped(self) -> int:
@@ -99,6 +103,9 @@ def plan(conversation: Conversation, policy: Policy) -> TrimPlan:
         breadcrumb_tokens=crumb,
         ratio=policy.ratio,
         max_turns=policy.max_turns,
+        step=policy.step,
+        anchor_limit=policy.anchor_limit,
+        compacted=conversation.compacted,
     )
     kept = trim.kept
     # The trim summed the messages it was given: unless capping changed their
@@ -121,9 +128,13 @@ def plan(conversation: Conversation, policy: Policy) -> TrimPlan:
 
     breadcrumb_at: int | None = None
     if trim.trimmed and placement != "none":
-        breadcrumb_at = leading_systems(kept)
-        while breadcrumb_at < len(kept) and kept[breadcrumb_at].exempt:
-            breadcrumb_at += 1  # pinned server-state results come first
+        # After the head the trim kept (leading systems, a compaction's head or the
+        # anchor, pinned server-state results); later passes only remove messages.
+        head = trim.kept[: trim.head]
+        breadcrumb_at = 0
+        for m in head:
+            if breadcrumb_at < len(kept) and kept[breadcrumb_at] is m:
+                breadcrumb_at += 1
         if placement == "merge":
             breadcrumb_at = next(
                 (i for i in range(breadcrumb_at, len(kept)) if kept[i].turn_start), None
@@ -155,6 +166,8 @@ def plan(conversation: Conversation, policy: Policy) -> TrimPlan:
         orphans_removed=orphans_removed,
         tool_results_capped=tool_results_capped,
         hoisted=hoisted,
+        anchor_tokens=trim.anchor_tokens,
+        kept_units=trim.kept_units,
     )
     changed = bool(trim.trimmed or capped_messages or orphans_removed or capped or hoisted)
     return TrimPlan(
@@ -188,7 +201,7 @@ def _cap_tool_results(
     count = 0
     out: list[Message] | None = None
     for pos, m in enumerate(messages):
-        if not m.tool_texts:
+        if not m.tool_texts or m.pinned:  # a pinned head goes untouched
             continue
         new = tuple(cap_text(t, max_chars) for t in m.tool_texts)
         if all(t is None for t in new):

@@ -42,6 +42,9 @@ class Settings:
     calibrate: bool = True
     reactive: bool = True  # reactive.enabled
     max_retries: int = 3  # reactive.max_retries
+    cut_step: float = 0.2  # cache-stable cuts: grid step as a fraction of the budget
+    keep_anchor: bool = True
+    anchor_max_share: float = 0.25  # the largest anchor pinned, as a share of the budget
 
 
 def breadcrumb_tokens(text: str, placement: str) -> int:
@@ -89,7 +92,16 @@ def make_policy(
         orphan_sweep=settings.orphan_sweep,
         hoist=hoistable and settings.hoist,
         ratio=ratio,
+        step=int(settings.cut_step * budget) if budget > 0 else 0,
+        anchor_limit=anchor_limit(settings, budget),
     )
+
+
+def anchor_limit(settings: Settings, budget: int) -> int:
+    """The largest anchor pinned in a request of this budget (0: no anchor)."""
+    if not settings.keep_anchor or budget <= 0:
+        return 0
+    return int(settings.anchor_max_share * budget)
 
 
 # --- the retry ladder ---------------------------------------------------------------
@@ -97,14 +109,15 @@ def make_policy(
 
 def may_retry(settings: Settings, sent: TrimReport, *, shadow: bool) -> bool:
     """Whether an overflow of the body ``sent`` is worth another attempt: reactive retries
-    are on, the request is enforced, and more than one turn was sent (a lone turn is never
-    resent: nothing could be dropped from it)."""
-    return settings.reactive and settings.max_retries > 0 and not shadow and sent.kept_turns > 1
+    are on, the request is enforced, and the body sent still had something to drop (a lone
+    turn, with the head the trim pins, is never resent: nothing could be dropped from it)."""
+    return settings.reactive and settings.max_retries > 0 and not shadow and sent.kept_units > 1
 
 
 def next_attempt(policy: Policy, sent: TrimReport, real: int | None, maximum: int | None) -> Policy:
     """The policy of the attempt after an overflow of the body ``sent``: at least one turn
-    fewer, within the budget the overflow's own counts imply (``reactive_budget``)."""
+    fewer, within the budget the overflow's own counts imply (``reactive_budget``). Its cut
+    is minimal (no grid step); the anchor pinned before stays pinned (same limit)."""
     return Policy(
         budget=reactive_budget(sent.tokens_after, real, maximum),
         breadcrumb_tokens=policy.breadcrumb_tokens,
@@ -114,7 +127,9 @@ def next_attempt(policy: Policy, sent: TrimReport, real: int | None, maximum: in
         orphan_sweep=policy.orphan_sweep,
         hoist=policy.hoist,
         ratio=policy.ratio,
-        max_turns=sent.kept_turns - 1,
+        max_turns=sent.kept_units - 1,
+        step=0,
+        anchor_limit=policy.anchor_limit,
     )
 
 
