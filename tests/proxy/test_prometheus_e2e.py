@@ -213,6 +213,13 @@ async def test_real_prometheus_scrapes_trimgate(make_stack: MakeStack, tmp_path:
             dropped = await query(session, base, "team:trimgate_tokens_dropped:rate5m")
             assert {r["metric"]["team"] for r in dropped} >= set(TEAMS)
             assert all(float(r["value"][1]) > 0 for r in dropped if r["metric"]["team"] in TEAMS)
+            team_cache = await query(session, base, "team:trimgate_prompt_cache_share:ratio15m")
+            assert {r["metric"]["team"] for r in team_cache} >= set(TEAMS)
+            trimmed = await query(
+                session, base, "team:trimgate_trimmed_prompt_cache_share:ratio15m"
+            )
+            assert {r["metric"]["team"] for r in trimmed} >= set(TEAMS)
+            assert all(0.45 < float(r["value"][1]) <= 0.5 for r in trimmed)
 
         check = await asyncio.to_thread(
             subprocess.run,
