@@ -20,8 +20,10 @@ from trimgate.errors import ConfigError, DecodeError
 from trimgate.providers.registry import REGISTRY
 
 if TYPE_CHECKING:  # imported where used: each command loads only what it needs
+    from trimgate.config import TrimmingConfig
+    from trimgate.providers.base import Codec, Decoded
     from trimgate.providers.catalog import CatalogEntry
-    from trimgate.trimming.pipeline import TrimPlan
+    from trimgate.trimming.pipeline import Policy, TrimPlan
 
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -176,20 +178,12 @@ def _why(exc: OSError) -> str:
 
 
 def _trim(args: argparse.Namespace) -> int:
-    from trimgate.providers.base import DecodeOptions
-    from trimgate.providers.catalog import Catalog, CatalogEntry
     from trimgate.trimming.pipeline import plan
-    from trimgate.trimming.policy import make_policy
 
     config: Config = load_config(args.config)
     raw = sys.stdin.buffer.read() if args.file == "-" else _read(args.file)
-    try:
-        body = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        print("input is not valid JSON", file=sys.stderr)
-        return 2
-    if not isinstance(body, dict):
-        print("input is not a JSON object", file=sys.stderr)
+    body = _json_object(raw)
+    if body is None:
         return 2
     wire = args.format or REGISTRY.guess_format(body)
     codec = REGISTRY.codecs[wire]
@@ -197,38 +191,14 @@ def _trim(args: argparse.Namespace) -> int:
         args.model or body.get("model") or (body.get("generateContentRequest") or {}).get("model")
     )
     path = codec.default_path.format(model=str(model or "unknown").removeprefix("models/"))
-    t = config.trimming
-    try:
-        decoded = codec.decode(
-            body,
-            path=path,
-            options=DecodeOptions(breadcrumb=t.breadcrumb.text, media_tokens=t.media_tokens),
-        )
-    except DecodeError as exc:
-        print(f"not a {wire} request body: {exc.reason}", file=sys.stderr)
+    decoded = _decode_for_trim(codec, body, path, config.trimming)
+    if decoded is None:
         return 2
     if decoded.skip:
         sys.stdout.buffer.write(raw)
         sys.stderr.write(orjson.dumps({"skipped": decoded.skip}).decode() + "\n")
         return 0
-    catalog = Catalog(
-        [
-            CatalogEntry(name=m.name or m.match, match=m.match, context_window=m.context_window)
-            for m in config.models
-        ]
-    )
-    entry = catalog.lookup(str(model) if model else decoded.model)
-    overrides = {(m.name or m.match): m.trimming for m in config.models}
-    tc = config.for_model(overrides.get(entry.name) if entry else None)
-    window = entry.context_window if entry else (tc.max_context_tokens or 0)
-    policy = make_policy(
-        tc.settings(),
-        window,
-        output_limit=decoded.output_limit,
-        hoistable=decoded.hoistable,
-        budget=args.budget,
-        max_input=entry.max_input if entry else None,
-    )
+    entry, tc, policy = _trim_policy(config, str(model) if model else None, decoded, args.budget)
     result = plan(decoded.conversation, policy)
     out = codec.encode(decoded, result, breadcrumb=tc.breadcrumb.text) if result.changed else body
     sys.stdout.buffer.write(orjson.dumps(out, option=orjson.OPT_INDENT_2) + b"\n")
@@ -237,6 +207,65 @@ def _trim(args: argparse.Namespace) -> int:
         report["skipped"] = "unknown-window"  # no window to trim to (no --budget)
     sys.stderr.write(orjson.dumps(report).decode() + "\n")
     return 0
+
+
+def _json_object(raw: bytes) -> dict[str, Any] | None:
+    """``raw`` parsed, or None once stderr says why it is not a JSON object."""
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        print("input is not valid JSON", file=sys.stderr)
+        return None
+    if not isinstance(body, dict):
+        print("input is not a JSON object", file=sys.stderr)
+        return None
+    return body
+
+
+def _decode_for_trim(
+    codec: Codec, body: dict[str, Any], path: str, t: TrimmingConfig
+) -> Decoded | None:
+    """``body`` decoded by ``codec``, or None once stderr says why it is not its format."""
+    from trimgate.providers.base import DecodeOptions
+
+    try:
+        return codec.decode(
+            body,
+            path=path,
+            options=DecodeOptions(breadcrumb=t.breadcrumb.text, media_tokens=t.media_tokens),
+        )
+    except DecodeError as exc:
+        print(f"not a {codec.wire_format} request body: {exc.reason}", file=sys.stderr)
+        return None
+
+
+def _trim_policy(
+    config: Config, model: str | None, decoded: Decoded, budget: int | None
+) -> tuple[CatalogEntry | None, TrimmingConfig, Policy]:
+    """The catalog entry of ``model``, its trimming settings, and the policy they make:
+    as the proxy would pick them, with ``--budget`` over the window."""
+    from trimgate.providers.catalog import Catalog, CatalogEntry
+    from trimgate.trimming.policy import make_policy
+
+    catalog = Catalog(
+        [
+            CatalogEntry(name=m.name or m.match, match=m.match, context_window=m.context_window)
+            for m in config.models
+        ]
+    )
+    entry = catalog.lookup(model if model else decoded.model)
+    overrides = {(m.name or m.match): m.trimming for m in config.models}
+    tc = config.for_model(overrides.get(entry.name) if entry else None)
+    window = entry.context_window if entry else (tc.max_context_tokens or 0)
+    policy = make_policy(
+        tc.settings(),
+        window,
+        output_limit=decoded.output_limit,
+        hoistable=decoded.hoistable,
+        budget=budget,
+        max_input=entry.max_input if entry else None,
+    )
+    return entry, tc, policy
 
 
 def _trim_report(

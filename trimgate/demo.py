@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import socket
+from collections.abc import Mapping
 from typing import Any
 
 import aiohttp
@@ -116,11 +117,34 @@ def _turn(t: int) -> list[dict[str, Any]]:
 
 
 async def run_demo(out: Any = print) -> int:
+    fake_runner, fake_port = await _start_fake_provider()
+    app, runner, base = await _start_proxy(fake_port)
+    _say_what_runs(out, fake_port, base)
+    try:
+        retried, last_headers, metrics = await _run_agent(out, base)
+    finally:
+        events = app[HUB].history()
+        await runner.cleanup()
+        await fake_runner.cleanup()
+    out("")
+    _explain_preemptive_trims(out)
+    _explain_reactive_retry(out, retried)
+    # Step 3 (a later change adds it here): the cache-stable cut, i.e. a session whose
+    # trims keep their cut where the provider's prompt cache still holds.
+    _show_where_to_look(out, last_headers, metrics, events)
+    return 0
+
+
+async def _start_fake_provider() -> tuple[web.AppRunner, int]:
     fake_runner = web.AppRunner(_fake_provider(), access_log=None)
     await fake_runner.setup()
     fake_port = _free_port()
     await web.TCPSite(fake_runner, "127.0.0.1", fake_port).start()
+    return fake_runner, fake_port
 
+
+async def _start_proxy(fake_port: int) -> tuple[web.Application, web.AppRunner, str]:
+    """trimgate in front of the fake provider: the app, its runner and its base URL."""
     config = parse_config(
         {
             "upstreams": {
@@ -135,8 +159,11 @@ async def run_demo(out: Any = print) -> int:
     await runner.setup()
     port = _free_port()
     await proxy_site(runner, "127.0.0.1", port).start()  # as `trimgate serve` listens
-    base = f"http://127.0.0.1:{port}"
+    return app, runner, f"http://127.0.0.1:{port}"
 
+
+def _say_what_runs(out: Any, fake_port: int, base: str) -> None:
+    """The servers, and the head of the table ``_run_agent`` fills."""
     out("trimgate demo: a one-second tour on loopback (no network, no API key)")
     out(f"  fake provider (OpenAI chat API, {WINDOW}-token window) on 127.0.0.1:{fake_port}")
     out(f"  trimgate proxy on {base}  (the agent's base URL: {base}/v1)")
@@ -145,46 +172,58 @@ async def run_demo(out: Any = print) -> int:
     out("")
     out(" req | history msgs | forwarded | trimmed | reason     | retries | dropped turns | tokens")
     out("-----+--------------+-----------+---------+------------+---------+---------------+-------")
+
+
+async def _run_agent(
+    out: Any, base: str
+) -> tuple[tuple[int, dict[str, str]] | None, dict[str, str], str]:
+    """The scripted agent's requests, one table row each.
+
+    Returns the first reactive request (its number and trimgate's headers), the last
+    request's trimgate headers, and the /metrics text once the agent is done.
+    """
     history: list[dict[str, Any]] = [
         {"role": "system", "content": "You are a coding agent. Use tools to read files."}
     ]
     last_headers: dict[str, str] = {}
     retried: tuple[int, dict[str, str]] | None = None  # the first reactive request
-    try:
-        async with aiohttp.ClientSession() as session:
-            for t in range(TURNS):
-                history.extend(_turn(t)[:1])
-                body = {"model": "demo-coder", "messages": history, "max_tokens": 300}
-                async with session.post(
-                    f"{base}/v1/chat/completions",
-                    json=body,
-                    headers={"Authorization": "Bearer demo-key", "x-trimgate-agent": "demo"},
-                ) as resp:
-                    answer = await resp.json()
-                    h = resp.headers
-                    last_headers = {k: v for k, v in h.items() if k.startswith("x-trimgate-")}
-                if retried is None and h.get("x-trimgate-reason") == "reactive":
-                    retried = (t + 1, last_headers)
-                forwarded = h.get("x-demo-forwarded-messages", "-")
-                if resp.status != 200:
-                    forwarded = f"error {resp.status}: {answer}"
-                out(
-                    f" {t + 1:3d} | {len(history):12d} | {forwarded:>9} | "
-                    f"{h['x-trimgate-trimmed']:7} | {h.get('x-trimgate-reason', ''):10} | "
-                    f"{h.get('x-trimgate-retries', '0'):>7} | "
-                    f"{h['x-trimgate-dropped-turns']:>13} | "
-                    f"{h['x-trimgate-tokens-before']} -> {h['x-trimgate-tokens-after']}"
-                    f" (budget {h['x-trimgate-budget']})"
-                )
-                history.extend(_turn(t)[1:])
-            async with session.get(f"{base}/metrics") as resp:
-                metrics = await resp.text()
-    finally:
-        events = app[HUB].history()
-        await runner.cleanup()
-        await fake_runner.cleanup()
+    async with aiohttp.ClientSession() as session:
+        for t in range(TURNS):
+            history.extend(_turn(t)[:1])
+            body = {"model": "demo-coder", "messages": history, "max_tokens": 300}
+            async with session.post(
+                f"{base}/v1/chat/completions",
+                json=body,
+                headers={"Authorization": "Bearer demo-key", "x-trimgate-agent": "demo"},
+            ) as resp:
+                answer = await resp.json()
+                h = resp.headers
+                last_headers = {k: v for k, v in h.items() if k.startswith("x-trimgate-")}
+            if retried is None and h.get("x-trimgate-reason") == "reactive":
+                retried = (t + 1, last_headers)
+            forwarded = h.get("x-demo-forwarded-messages", "-")
+            if resp.status != 200:
+                forwarded = f"error {resp.status}: {answer}"
+            out(_row(t, len(history), forwarded, h))
+            history.extend(_turn(t)[1:])
+        async with session.get(f"{base}/metrics") as resp:
+            metrics = await resp.text()
+    return retried, last_headers, metrics
 
-    out("")
+
+def _row(t: int, history_len: int, forwarded: str, h: Mapping[str, str]) -> str:
+    """One request's row of the table: what trimgate's headers said about it."""
+    return (
+        f" {t + 1:3d} | {history_len:12d} | {forwarded:>9} | "
+        f"{h['x-trimgate-trimmed']:7} | {h.get('x-trimgate-reason', ''):10} | "
+        f"{h.get('x-trimgate-retries', '0'):>7} | "
+        f"{h['x-trimgate-dropped-turns']:>13} | "
+        f"{h['x-trimgate-tokens-before']} -> {h['x-trimgate-tokens-after']}"
+        f" (budget {h['x-trimgate-budget']})"
+    )
+
+
+def _explain_preemptive_trims(out: Any) -> None:
     out("1. Preemptive trims. Once the history outgrew the window, trimgate forwarded only")
     out("   what fits, dropping the oldest whole turns (a tool call never loses its result)")
     out("   and telling the model so with a breadcrumb message. The fake provider counts")
@@ -192,6 +231,9 @@ async def run_demo(out: Any = print) -> int:
     out("   from the usage in each answer (calibration), so the budget holds in the")
     out("   provider's own tokens.")
     out("")
+
+
+def _explain_reactive_retry(out: Any, retried: tuple[int, dict[str, str]] | None) -> None:
     if retried is not None:
         n, headers = retried
         out(f"2. A reactive retry (request {n}). The agent's tool had returned a screenshot as")
@@ -204,8 +246,12 @@ async def run_demo(out: Any = print) -> int:
     else:  # pragma: no cover - the script above always overflows once
         out("2. (no request overflowed at the provider this time)")
     out("")
-    # Step 3 (a later change adds it here): the cache-stable cut, i.e. a session whose
-    # trims keep their cut where the provider's prompt cache still holds.
+
+
+def _show_where_to_look(
+    out: Any, last_headers: dict[str, str], metrics: str, events: list[dict[str, Any]]
+) -> None:
+    """The same trims as seen in the headers, /metrics and the event history."""
     out("Response headers of the last request:")
     for k, v in sorted(last_headers.items()):
         out(f"  {k}: {v}")
@@ -229,4 +275,3 @@ async def run_demo(out: Any = print) -> int:
     out("")
     out("Next: `trimgate serve` and point your SDK's base URL at http://127.0.0.1:8788/v1")
     out("(Anthropic SDKs: http://127.0.0.1:8788). Watch trims live: curl -N .../api/events")
-    return 0

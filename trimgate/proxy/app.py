@@ -79,6 +79,21 @@ def create_app(
     app[HUB] = shared.hub
     app[PROXY] = proxy
     app[REGISTRY_KEY] = shared.registry
+    app.cleanup_ctx.append(_upstream_client(config, shared))
+    # the admin paths first: the proxy's catch-all would forward them upstream
+    if admin:
+        _admin_routes(app, shared, metrics_output)
+    else:
+        _admin_elsewhere(app)
+    _proxy_route(app, proxy)
+    _shutdown_steps(app, proxy)
+    return app
+
+
+def _upstream_client(
+    config: Config, shared: Shared
+) -> Callable[[web.Application], AsyncIterator[None]]:
+    """The cleanup context that opens the upstream client before serving, closes it after."""
 
     async def client_ctx(_: web.Application) -> AsyncIterator[None]:
         if any(u.base_url.startswith("https:") for u in config.upstreams.values()):
@@ -91,23 +106,29 @@ def create_app(
             await shared.client.close()
             shared.client = None
 
-    app.cleanup_ctx.append(client_ctx)
-    if admin:
-        _admin_routes(app, shared, metrics_output)
-    else:
+    return client_ctx
 
-        async def not_here(request: web.Request) -> web.Response:
-            return web.json_response({"error": "served on the admin port"}, status=404)
 
-        for path in ADMIN_PATHS:
-            app.router.add_route("*", path, not_here)
+def _admin_elsewhere(app: web.Application) -> None:
+    """The admin paths on the proxy app when the admin app has a port of its own: 404."""
 
+    async def not_here(request: web.Request) -> web.Response:
+        return web.json_response({"error": "served on the admin port"}, status=404)
+
+    for path in ADMIN_PATHS:
+        app.router.add_route("*", path, not_here)
+
+
+def _proxy_route(app: web.Application, proxy: Proxy) -> None:
     async def proxied(request: web.Request) -> web.StreamResponse:
         response = await proxy.handle(request)
         assert response is not None  # only a FrontRequest is answered in place
         return response
 
     app.router.add_route("*", "/{tail:.*}", proxied)
+
+
+def _shutdown_steps(app: web.Application, proxy: Proxy) -> None:
     # trimgate's front (front.FrontSite) registers here; its answers in flight are waited
     # for once aiohttp has closed its idle connections and the event streams have ended
     app[FRONTS] = []
@@ -122,7 +143,6 @@ def create_app(
         await proxy.lookups.close()  # before the upstream client closes (cleanup_ctx)
 
     app.on_shutdown.append(end_lookups)
-    return app
 
 
 @web.middleware
@@ -145,18 +165,33 @@ def create_admin_app(
 def _admin_routes(
     app: web.Application, shared: Shared, metrics_output: Callable[[], bytes] | None
 ) -> None:
-    token = shared.config.server.admin_token
     hub = shared.hub
-    registry = shared.registry
+    guarded = _admin_guard(shared.config.server.admin_token)
+    handlers: dict[str, Handler] = {
+        "/metrics": _metrics_handler(shared.registry, metrics_output),
+        "/healthz": _healthz,
+        "/readyz": _readyz_handler(shared),
+        "/api/events": hub.handle_sse,
+        "/api/events/history": hub.handle_history,
+        "/api/ws": hub.handle_ws,
+    }
+    for path, handler in handlers.items():
+        app.router.add_get(path, handler if path in OPEN_PATHS else guarded(handler))
+        # any other method: 405 here, never the proxy's catch-all (that would forward
+        # an admin path, and its admin token, upstream)
+        app.router.add_route("*", path, _admin_not_allowed)
 
-    def output() -> bytes:
-        if metrics_output is not None:
-            return metrics_output()
-        return generate_latest(registry)
+    async def end_streams(_: web.Application) -> None:
+        hub.close()  # connected SSE/WebSocket clients must not hold up a shutdown
+
+    app.on_shutdown.append(end_streams)
+
+
+def _admin_guard(token: str | None) -> Callable[[Handler], Handler]:
+    """Puts a handler behind the admin token (a wrapper, not a middleware: the
+    proxied requests on the same app pay nothing for it)."""
 
     def guarded(handler: Handler) -> Handler:
-        """The handler behind the admin token (a wrapper, not a middleware: the
-        proxied requests on the same app pay nothing for it)."""
         if not token:
             return handler
         expected = f"Bearer {token}".encode()
@@ -173,13 +208,29 @@ def _admin_routes(
 
         return check
 
+    return guarded
+
+
+def _metrics_handler(
+    registry: CollectorRegistry, metrics_output: Callable[[], bytes] | None
+) -> Handler:
+    def output() -> bytes:
+        if metrics_output is not None:
+            return metrics_output()
+        return generate_latest(registry)
+
     async def metrics(request: web.Request) -> web.Response:
         body = await asyncio.get_running_loop().run_in_executor(None, output)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
-    async def healthz(request: web.Request) -> web.Response:
-        return web.json_response({"status": "ok"})
+    return metrics
 
+
+async def _healthz(request: web.Request) -> web.Response:
+    return web.json_response({"status": "ok"})
+
+
+def _readyz_handler(shared: Shared) -> Handler:
     async def readyz(request: web.Request) -> web.Response:
         # ready once the proxy app's upstream client is open (also seen from an admin app)
         ready = shared.client is not None and not shared.client.closed
@@ -187,26 +238,10 @@ def _admin_routes(
             {"status": "ready" if ready else "starting"}, status=200 if ready else 503
         )
 
-    async def not_allowed(request: web.Request) -> web.Response:
-        return web.json_response(
-            {"error": "admin endpoints answer GET only"}, status=405, headers={"Allow": "GET, HEAD"}
-        )
+    return readyz
 
-    handlers: dict[str, Handler] = {
-        "/metrics": metrics,
-        "/healthz": healthz,
-        "/readyz": readyz,
-        "/api/events": hub.handle_sse,
-        "/api/events/history": hub.handle_history,
-        "/api/ws": hub.handle_ws,
-    }
-    for path, handler in handlers.items():
-        app.router.add_get(path, handler if path in OPEN_PATHS else guarded(handler))
-        # any other method: 405 here, never the proxy's catch-all (that would forward
-        # an admin path, and its admin token, upstream)
-        app.router.add_route("*", path, not_allowed)
 
-    async def end_streams(_: web.Application) -> None:
-        hub.close()  # connected SSE/WebSocket clients must not hold up a shutdown
-
-    app.on_shutdown.append(end_streams)
+async def _admin_not_allowed(request: web.Request) -> web.Response:
+    return web.json_response(
+        {"error": "admin endpoints answer GET only"}, status=405, headers={"Allow": "GET, HEAD"}
+    )

@@ -169,36 +169,11 @@ class Examiner:
         if options is not self.options:  # the model's own breadcrumb or media price
             decoded, _ = decode_chat(codec, raw, route.path, options, self.caps, parsed)
         window = self._window(entry, decoded.model, settings, headers, route, learned)
-        policy = make_policy(
-            settings,
-            window or 0,
-            output_limit=decoded.output_limit,
-            hoistable=decoded.hoistable,
-            request_budget=int_header(headers.get("x-trimgate-budget")),
-            ratio=planning_ratio(calibration, label, settings),
-            max_input=entry.max_input if entry else None,
-        )
-        # No window and no other budget: no token trim on a guess (the other passes run)
-        skipped: str | None = "unknown-window" if window is None and not policy.budget else None
-        trim_plan = plan(decoded.conversation, policy)
-        report = trim_plan.report
+        policy = _policy(settings, window, decoded, headers, calibration, label, entry)
         shadow = mode == "shadow"
-        send_body = body  # forwarded as it came unless the plan changes it
-        counted_after: int | None = None
-        if route.count_tokens and self.count_client:
-            # the count of the client's own body: it decides its own compaction from it;
-            # an overflow of that body is the answer, not a reason to trim and resend
-            counted_after = report.tokens_after
-            report = untouched(report, decoded.conversation)
-            settings = replace(settings, reactive=False)
-        elif decoded.provider_managed and self.defer:
-            # the provider trims its own context: no preemptive trim (a reactive one
-            # still follows an overflow)
-            report = untouched(report, decoded.conversation)
-            skipped = PROVIDER_MANAGED
-        elif not shadow and trim_plan.changed:
-            crumb = settings.breadcrumb
-            send_body = orjson.dumps(codec.encode(decoded, trim_plan, breadcrumb=crumb))
+        report, settings, send_body, counted_after, skipped = self._outgoing(
+            route, codec, decoded, policy, settings, shadow, body, window is None
+        )
         # The parsed body, its conversation and the plan are freed on return (Chat's doc)
         chat = Chat(
             route=route,
@@ -218,6 +193,41 @@ class Examiner:
             counted_after=counted_after,
         )
         return chat, skipped
+
+    def _outgoing(
+        self,
+        route: Route,
+        codec: Codec,
+        decoded: Decoded,
+        policy: Policy,
+        settings: Settings,
+        shadow: bool,
+        body: bytes,
+        window_unknown: bool,
+    ) -> tuple[TrimReport, Settings, bytes, int | None, str | None]:
+        """The plan, and what goes upstream: the report, settings, body to send, the
+        client body's token count (count_tokens only) and why it was not trimmed."""
+        # No window and no other budget: no token trim on a guess (the other passes run)
+        skipped: str | None = "unknown-window" if window_unknown and not policy.budget else None
+        trim_plan = plan(decoded.conversation, policy)
+        report = trim_plan.report
+        send_body = body  # forwarded as it came unless the plan changes it
+        counted_after: int | None = None
+        if route.count_tokens and self.count_client:
+            # the count of the client's own body: it decides its own compaction from it;
+            # an overflow of that body is the answer, not a reason to trim and resend
+            counted_after = report.tokens_after
+            report = untouched(report, decoded.conversation)
+            settings = replace(settings, reactive=False)
+        elif decoded.provider_managed and self.defer:
+            # the provider trims its own context: no preemptive trim (a reactive one
+            # still follows an overflow)
+            report = untouched(report, decoded.conversation)
+            skipped = PROVIDER_MANAGED
+        elif not shadow and trim_plan.changed:
+            crumb = settings.breadcrumb
+            send_body = orjson.dumps(codec.encode(decoded, trim_plan, breadcrumb=crumb))
+        return report, settings, send_body, counted_after, skipped
 
     @staticmethod
     def _window(
@@ -259,6 +269,28 @@ class Examiner:
         ):
             return options
         return DecodeOptions(breadcrumb=settings.breadcrumb, media_tokens=settings.media_tokens)
+
+
+def _policy(
+    settings: Settings,
+    window: int | None,
+    decoded: Decoded,
+    headers: Mapping[str, str],
+    calibration: Mapping[str, Calibration],
+    label: str,
+    entry: CatalogEntry | None,
+) -> Policy:
+    """The model's policy for this request: its window (0: none), the request's own
+    budget header and the learned estimate ratio."""
+    return make_policy(
+        settings,
+        window or 0,
+        output_limit=decoded.output_limit,
+        hoistable=decoded.hoistable,
+        request_budget=int_header(headers.get("x-trimgate-budget")),
+        ratio=planning_ratio(calibration, label, settings),
+        max_input=entry.max_input if entry else None,
+    )
 
 
 def untouched(report: TrimReport, conversation: Conversation) -> TrimReport:

@@ -217,20 +217,32 @@ class Proxy:
             # waits (the relay's first read), after the answer's first bytes: not in
             # the time to first byte.
             asyncio.get_running_loop().call_soon(_record, outcome, self.metrics, self.hub, status)
-            sniffer = None
-            if status < 300:
-                rh = final.resp.headers
-                ctype, encoding = rh.get("Content-Type", ""), rh.get("Content-Encoding", "")
-                sniffer = UsageSniffer(chat.codec, ctype, encoding)
-            response = await relay(request, final, extra, sniffer)
-            if sniffer is not None:
-                usage = sniffer.usage
-                self._learn(chat, usage[0] if usage else None, outcome.report)
-                if usage is not None and not chat.route.count_tokens:  # a count is no traffic
-                    record_usage(outcome, self.metrics, *usage)
-            return response
+            return await self._relay_chat(request, chat, final, extra, outcome)
         finally:
             final.resp.release()  # also when the relay failed or never started
+
+    async def _relay_chat(
+        self,
+        request: Incoming,
+        chat: Chat,
+        final: Attempt,
+        extra: dict[str, str],
+        outcome: Outcome,
+    ) -> web.StreamResponse | None:
+        """Relays a chat's answer; a success's usage is read on the way, learned from and
+        recorded."""
+        sniffer = None
+        if final.resp.status < 300:
+            rh = final.resp.headers
+            ctype, encoding = rh.get("Content-Type", ""), rh.get("Content-Encoding", "")
+            sniffer = UsageSniffer(chat.codec, ctype, encoding)
+        response = await relay(request, final, extra, sniffer)
+        if sniffer is not None:
+            usage = sniffer.usage
+            self._learn(chat, usage[0] if usage else None, outcome.report)
+            if usage is not None and not chat.route.count_tokens:  # a count is no traffic
+                record_usage(outcome, self.metrics, *usage)
+        return response
 
     async def _send_chat(self, chat: Chat, send: Send, request_id: str) -> tuple[Attempt, Outcome]:
         """The answer to relay and what happened; the retry state (which holds the body

@@ -53,14 +53,35 @@ class Metrics:
     def __init__(self, registry: CollectorRegistry, *, teams: bool = False) -> None:
         self.teams = teams  # the BY_TEAM counters carry the ``team`` label
         self._by_team: set[int] = set()  # ids of the collectors that carry it
+        self._registry = registry  # the one every collector is declared on
+        # registration order is the /metrics order: keep the families in this order
+        self._declare_trim_counters()
+        self._declare_usage_counters()
+        self._declare_histograms()
+        self._declare_gauges()
+        # The caches are bounded by the label values: configured upstreams, catalog
+        # names and "other", HTTP status codes, and teams (bounded by their resolver).
+        self._models: dict[tuple[str, str, str | None], ModelMetrics] = {}
+        self._calibration: dict[str, Any] = {}
+        self._requests: dict[tuple[str, str, str, int, str | None], Any] = {}
+        self._upstream: dict[str, tuple[Any, Any]] = {}
 
-        def counter(name: str, doc: str, labels: tuple[str, ...]) -> Counter:
-            if teams and name in BY_TEAM:
-                made = Counter(name, doc, (*labels, TEAM), registry=registry)
-                self._by_team.add(id(made))
-                return made
-            return Counter(name, doc, labels, registry=registry)
+    def _counter(self, name: str, doc: str, labels: tuple[str, ...]) -> Counter:
+        """A counter, with the ``team`` label when attribution is on and it is BY_TEAM."""
+        if self.teams and name in BY_TEAM:
+            made = Counter(name, doc, (*labels, TEAM), registry=self._registry)
+            self._by_team.add(id(made))
+            return made
+        return Counter(name, doc, labels, registry=self._registry)
 
+    def _histogram(
+        self, name: str, doc: str, labels: tuple[str, ...], buckets: tuple[float, ...]
+    ) -> Histogram:
+        return Histogram(name, doc, labels, buckets=buckets, registry=self._registry)
+
+    def _declare_trim_counters(self) -> None:
+        """Requests, and what trimming and the overflow retry did to them."""
+        counter = self._counter
         self.requests = counter(
             "trimgate_requests_total",
             "Requests answered, by upstream, provider, model and HTTP status.",
@@ -98,8 +119,14 @@ class Metrics:
             "Overflows returned to the client because nothing more could be dropped.",
             _UM,
         )
-        # The provider's own usage; the trimmed pair counts answers to trimmed bodies
-        # only (a pair of its own, not a label: every series keeps upstream, model)
+
+    def _declare_usage_counters(self) -> None:
+        """The provider's own usage.
+
+        The trimmed pair counts answers to trimmed bodies only (a pair of its own, not a
+        label: every series keeps upstream, model).
+        """
+        counter = self._counter
         self.prompt_tokens_total = counter(
             "trimgate_prompt_tokens_total", "Prompt tokens the provider reported.", _UM
         )
@@ -118,34 +145,38 @@ class Metrics:
             "Prompt tokens the provider reported read from its prompt cache, trimmed bodies.",
             _UM,
         )
-        self.prompt_tokens = Histogram(
+
+    def _declare_histograms(self) -> None:
+        """Sizes of forwarded prompts, and where a request's time goes."""
+        histogram = self._histogram
+        self.prompt_tokens = histogram(
             "trimgate_prompt_tokens_estimated",
             "Estimated prompt tokens of forwarded chat requests.",
             _UM,
-            buckets=TOKEN_BUCKETS,
-            registry=registry,
+            TOKEN_BUCKETS,
         )
-        self.utilization = Histogram(
+        self.utilization = histogram(
             "trimgate_context_utilization_ratio",
             "Estimated prompt tokens of the forwarded body over the budget.",
             _UM,
-            buckets=RATIO_BUCKETS,
-            registry=registry,
+            RATIO_BUCKETS,
         )
-        self.overhead = Histogram(
+        self.overhead = histogram(
             "trimgate_overhead_seconds",
             "Time trimgate adds to a request, upstream time excluded.",
             ("upstream",),
-            buckets=OVERHEAD_BUCKETS,
-            registry=registry,
+            OVERHEAD_BUCKETS,
         )
-        self.upstream_duration = Histogram(
+        self.upstream_duration = histogram(
             "trimgate_upstream_duration_seconds",
             "Time from sending to the provider to the response headers.",
             ("upstream",),
-            buckets=UPSTREAM_BUCKETS,
-            registry=registry,
+            UPSTREAM_BUCKETS,
         )
+
+    def _declare_gauges(self) -> None:
+        """Learned per-model values, and the event stream's subscribers and losses."""
+        registry = self._registry
         self.calibration = Gauge(
             "trimgate_estimate_calibration_ratio",
             "Provider-reported prompt tokens per estimated token, learned per model.",
@@ -171,12 +202,6 @@ class Metrics:
             "Events a slow subscriber did not receive.",
             registry=registry,
         )
-        # The caches are bounded by the label values: configured upstreams, catalog
-        # names and "other", HTTP status codes, and teams (bounded by their resolver).
-        self._models: dict[tuple[str, str, str | None], ModelMetrics] = {}
-        self._calibration: dict[str, Any] = {}
-        self._requests: dict[tuple[str, str, str, int, str | None], Any] = {}
-        self._upstream: dict[str, tuple[Any, Any]] = {}
 
     def child(self, metric: Any, values: tuple[str, ...], team: str | None) -> Any:
         """``metric``'s child for ``values``, and ``team`` where the metric carries it."""

@@ -10,6 +10,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, generate_latest
@@ -20,6 +21,9 @@ from trimgate.config import Config, config_warnings
 from trimgate.proxy.app import ADMIN_PATHS, CONFIG, PROXY, Shared, create_admin_app, create_app
 from trimgate.proxy.front import FrontSite
 from trimgate.proxy.metrics import metrics_for
+
+if TYPE_CHECKING:
+    from trimgate.proxy.workers import WorkerLink
 
 log = logging.getLogger("trimgate")
 
@@ -54,13 +58,43 @@ async def run_server(
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         output = _multiprocess_output()
     app = create_app(config, shared=shared, metrics_output=output)
-    link = None
-    if relay_path is not None:
-        from trimgate.proxy.workers import WorkerLink
+    link = await _join_supervisor(relay_path, shared)
+    runners = await _set_up_runners(config, app, shared, output)
+    await _start_sites(config, runners, reuse_port=reuse_port)
+    _log_listening(config)
+    if relay_path is None:  # one process; with --workers the supervisor says it
+        say_where(config)
+    stop = stop or asyncio.Event()
+    _stop_on_signals(stop)
+    _freeze_start_up()
+    if ready is not None:
+        ready.set()
+    try:
+        await stop.wait()
+    finally:
+        for runner in reversed(runners):
+            await runner.cleanup()
+        if link is not None:
+            await link.close()
+        logs.flush()
 
-        link = WorkerLink(relay_path)
-        await link.start(shared.hub.deliver)
-        shared.hub.relay = link.send
+
+async def _join_supervisor(relay_path: str | None, shared: Shared) -> WorkerLink | None:
+    """As one of several workers: the link that relays events through the supervisor."""
+    if relay_path is None:
+        return None
+    from trimgate.proxy.workers import WorkerLink
+
+    link = WorkerLink(relay_path)
+    await link.start(shared.hub.deliver)
+    shared.hub.relay = link.send
+    return link
+
+
+async def _set_up_runners(
+    config: Config, app: web.Application, shared: Shared, output: Callable[[], bytes] | None
+) -> list[web.AppRunner]:
+    """The proxy's runner, then the admin app's when it has a port of its own."""
     # Answers in flight get server.shutdown_grace on stop, on the front (FrontSite) and on
     # aiohttp's connections alike.
     grace = config.server.shutdown_grace
@@ -87,12 +121,19 @@ async def run_server(
         )
     for runner in runners:
         await runner.setup()
+    return runners
+
+
+async def _start_sites(config: Config, runners: list[web.AppRunner], *, reuse_port: bool) -> None:
     host, port, admin_port = config.server.host, config.server.port, config.server.admin_port
     sites = [proxy_site(runners[0], host, port, reuse_port=reuse_port)]
     if admin_port is not None:
         sites.append(web.TCPSite(runners[1], host, admin_port, reuse_port=reuse_port))
     for site in sites:
         await site.start()
+
+
+def _log_listening(config: Config) -> None:
     log.info(
         "listening",
         extra={
@@ -104,14 +145,18 @@ async def run_server(
             "compiled_core": trimgate.compiled(),
         },
     )
-    if relay_path is None:  # one process; with --workers the supervisor says it
-        say_where(config)
-    stop = stop or asyncio.Event()
+
+
+def _stop_on_signals(stop: asyncio.Event) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         # not on the main thread (tests), or no signal support: stop via the event
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
             loop.add_signal_handler(sig, stop.set)
+
+
+def _freeze_start_up() -> None:
+    """Tune the garbage collector for serving, once everything long-lived is loaded."""
     # Everything loaded so far lives as long as the process: keep it out of the
     # collector's generations, so collections only walk per-request garbage.
     gc.collect()
@@ -120,16 +165,6 @@ async def run_server(
     # cycles; with the default young-generation threshold (700) parsing one 2 MB body
     # set off dozens of collections. 11% less CPU per 2 MB trim (bench/RESULTS.md).
     gc.set_threshold(*GC_THRESHOLDS)
-    if ready is not None:
-        ready.set()
-    try:
-        await stop.wait()
-    finally:
-        for runner in reversed(runners):
-            await runner.cleanup()
-        if link is not None:
-            await link.close()
-        logs.flush()
 
 
 def say_where(config: Config) -> None:

@@ -116,6 +116,24 @@ def _offered(headers: CIMultiDictProxy[str], name: str) -> list[str]:
     return [t.strip() for v in headers.getall(name, ()) for t in v.split(",") if t.strip()]
 
 
+def _handshake_failed(route: Route, request_id: str, exc: Exception) -> web.Response:
+    """The client's answer when the upstream's handshake failed: 504 on a timeout, else 502."""
+    timeout = isinstance(exc, TimeoutError)
+    log.warning(
+        "a WebSocket handshake could not be relayed",
+        extra={
+            "event": "ws_handshake_failed",
+            "request_id": request_id,
+            "upstream": route.name,
+            "path": route.path,
+            "error_type": type(exc).__name__,
+        },
+    )
+    status = 504 if timeout else 502
+    message = "upstream timed out" if timeout else "upstream WebSocket handshake failed"
+    return error_response(route.upstream.provider, status, message, request_id)
+
+
 class WebSocketRelay:
     """Relays upgrades for one ``Proxy``; owns the client session WebSockets go out on."""
 
@@ -182,37 +200,11 @@ class WebSocketRelay:
         except _Refused as exc:
             return await self._refused(request, exc.resp, request_id)
         except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-            timeout = isinstance(exc, TimeoutError)
-            log.warning(
-                "a WebSocket handshake could not be relayed",
-                extra={
-                    "event": "ws_handshake_failed",
-                    "request_id": request_id,
-                    "upstream": route.name,
-                    "path": route.path,
-                    "error_type": type(exc).__name__,
-                },
-            )
-            status = 504 if timeout else 502
-            message = "upstream timed out" if timeout else "upstream WebSocket handshake failed"
-            return error_response(provider, status, message, request_id)
+            return _handshake_failed(route, request_id, exc)
         finally:
             _HANDSHAKE.reset(token)
         self.proxy.metrics.for_upstream(route.name)[1].observe(time.perf_counter() - started)
-        client: ClientSide = web.WebSocketResponse(
-            protocols=(upstream.protocol,) if upstream.protocol else (),
-            compress=upstream.compress > 0,
-            max_msg_size=s.max_ws_frame_bytes,
-            autoclose=False,
-            autoping=False,
-            timeout=CLOSE_TIMEOUT,
-            decode_text=False,
-        )
-        answer = holder.headers if holder.headers is not None else CIMultiDictProxy(CIMultiDict())
-        ours = {"x-trimgate-request-id": request_id}
-        for key, value in up.response_headers(answer, ours):
-            if key.lower() not in SEC_WEBSOCKET:
-                client.headers.add(key, value)
+        client = self._client_side(upstream, holder.headers, request_id)
         try:
             await client.prepare(request)
         except BaseException:
@@ -225,6 +217,30 @@ class WebSocketRelay:
         finally:
             self.links.discard(link)
             link.done.set()
+        return client
+
+    def _client_side(
+        self,
+        upstream: UpstreamSide,
+        answer: CIMultiDictProxy[str] | None,
+        request_id: str,
+    ) -> ClientSide:
+        """The client's side of the link, granted what the upstream granted, with the
+        end-to-end headers of the upstream's 101 (``answer``)."""
+        client: ClientSide = web.WebSocketResponse(
+            protocols=(upstream.protocol,) if upstream.protocol else (),
+            compress=upstream.compress > 0,
+            max_msg_size=self.server.max_ws_frame_bytes,
+            autoclose=False,
+            autoping=False,
+            timeout=CLOSE_TIMEOUT,
+            decode_text=False,
+        )
+        answer = answer if answer is not None else CIMultiDictProxy(CIMultiDict())
+        ours = {"x-trimgate-request-id": request_id}
+        for key, value in up.response_headers(answer, ours):
+            if key.lower() not in SEC_WEBSOCKET:
+                client.headers.add(key, value)
         return client
 
     async def _refused(
