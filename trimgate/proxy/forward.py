@@ -254,7 +254,9 @@ class Proxy:
             timer.spent += time.perf_counter() - t
             return Attempt(resp, b"", None)
         try:
-            head, overflow = await sniff_overflow(codec, resp)
+            head, overflow = await sniff_overflow(
+                codec, resp, route.upstream.compiled_overflow_patterns
+            )
         except BaseException:
             resp.close()
             raise

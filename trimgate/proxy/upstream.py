@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Protocol
 
 import aiohttp
@@ -200,16 +200,3 @@ async def read_head(resp: Answer, limit: int) -> tuple[bytes, bool]:
         chunks.append(chunk)
         size += len(chunk)
     return b"".join(chunks), False
-
-
-async def read_until(resp: Answer, done: Callable[[bytes], bool], limit: int) -> bytes:
-    """Body bytes until ``done(buffer)`` says enough (e.g. a decisive first SSE event)."""
-    buf = bytearray()
-    while len(buf) <= limit:
-        chunk = await resp.readany()
-        if not chunk:
-            break
-        buf += chunk
-        if done(bytes(buf)):
-            break
-    return bytes(buf)
