@@ -35,7 +35,7 @@ from trimgate.proxy.events import EventHub
 from trimgate.proxy.examine import Chat, Examiner
 from trimgate.proxy.metrics import Metrics
 from trimgate.proxy.relay import Attempt, Incoming, relay, sniff_overflow
-from trimgate.proxy.retry import Send, Sleep, send_with_retries
+from trimgate.proxy.retry import Send, Sleep, send_with_retries, unresolved
 from trimgate.proxy.routing import NoUpstream, Route, Router, refusal
 from trimgate.proxy.signals import Outcome, attribution, record, response_headers
 from trimgate.proxy.usage import UsageSniffer as UsageSniffer  # bench/ablate.py replaces it
@@ -225,7 +225,7 @@ class Proxy:
             reason=reason,
             retries=state.retries,
             overflows=state.overflows,
-            exhausted=final.overflow is not None,
+            unresolved=unresolved(final, report),
             shadow=chat.shadow,
         )
         return final, outcome
@@ -254,7 +254,7 @@ class Proxy:
             timer.spent += time.perf_counter() - t
             return Attempt(resp, b"", None)
         try:
-            head, overflow = await sniff_overflow(
+            head, overflow, unfixable = await sniff_overflow(
                 codec, resp, route.upstream.compiled_overflow_patterns
             )
         except BaseException:
@@ -262,7 +262,7 @@ class Proxy:
             raise
         finally:
             timer.spent += time.perf_counter() - t  # waiting for the first bytes is upstream's
-        return Attempt(resp, head, overflow)
+        return Attempt(resp, head, overflow, unfixable=unfixable)
 
     # --- measures -----------------------------------------------------------------
 

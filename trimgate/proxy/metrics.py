@@ -2,7 +2,8 @@
 
 Label values are bounded: ``upstream`` is a configured name, ``provider`` one
 of three, ``model`` a catalog entry's name or ``other``, ``status`` an HTTP
-status code, ``reason`` preemptive or reactive.
+status code, ``reason`` preemptive or reactive (or, on ``trimgate_trim_exhausted_total``,
+one of ``UNRESOLVED``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,10 @@ OVERHEAD_BUCKETS = (
 UPSTREAM_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 
 _TRIM = ("upstream", "model", "reason")
+# Why an overflow went back to the client (``trimgate_trim_exhausted_total{reason}``):
+# one turn was left, the retries ran out with more left, or the error states an output
+# reservation that alone fills the window.
+UNRESOLVED = ("one-turn", "retries-spent", "output-reservation")
 _UM = ("upstream", "model")
 
 
@@ -64,8 +69,9 @@ class Metrics:
         )
         self.trim_exhausted = counter(
             "trimgate_trim_exhausted_total",
-            "Overflows returned to the client because nothing more could be dropped.",
-            _UM,
+            "Overflows returned to the client unresolved, by reason (one-turn, "
+            "retries-spent, output-reservation).",
+            _TRIM,
         )
         self.prompt_tokens = Histogram(
             "trimgate_prompt_tokens_estimated",
@@ -182,7 +188,7 @@ class ModelMetrics:
         self.utilization = m.utilization.labels(*um)
         self.context_overflows = m.context_overflows.labels(*um)
         self.reactive_retries = m.reactive_retries.labels(*um)
-        self.trim_exhausted = m.trim_exhausted.labels(*um)
+        self.trim_exhausted = {r: m.trim_exhausted.labels(*um, r) for r in UNRESOLVED}
         self.capped_messages = m.capped_messages.labels(*um)
         self.orphans_removed = m.orphans_removed.labels(*um)
         self.tool_results_capped = m.tool_results_capped.labels(*um)

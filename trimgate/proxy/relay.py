@@ -23,7 +23,12 @@ from aiohttp import web
 
 from trimgate.errors import UpstreamError
 from trimgate.providers.base import Codec
-from trimgate.providers.overflow import Overflow, Patterns, stream_event_has_output
+from trimgate.providers.overflow import (
+    Overflow,
+    Patterns,
+    detect_unfixable,
+    stream_event_has_output,
+)
 from trimgate.proxy import upstream as up
 from trimgate.proxy.examine import decompress
 from trimgate.proxy.front import FrontRequest
@@ -49,12 +54,15 @@ class Attempt:
     head: bytes  # body bytes already read from resp, relayed first
     overflow: Overflow | None
     retry: bool = False
+    # an overflow no trim can fix (the output reservation alone fills the window)
+    unfixable: bool = False
 
 
 async def sniff_overflow(
     codec: Codec, resp: up.Answer, patterns: Patterns = ()
-) -> tuple[bytes, Overflow | None]:
-    """Read just enough of an answer to tell an overflow, and return those bytes.
+) -> tuple[bytes, Overflow | None, bool]:
+    """Read just enough of an answer to tell an overflow: those bytes, the overflow, and
+    whether the answer states one no trim can fix (``detect_unfixable``).
 
     ``patterns`` are the upstream's own overflow wordings (``overflow_patterns``)."""
     encoding = resp.headers.get("Content-Encoding", "")
@@ -62,16 +70,16 @@ async def sniff_overflow(
     if resp.status >= 400:
         head, complete = await up.read_head(resp, ERROR_BODY_LIMIT)
         if not complete:
-            return head, None
+            return head, None, False
         body = head
         if encoding:
             inflated = decompress(head, encoding.lower(), ERROR_BODY_LIMIT * 8)
             if inflated is None:
-                return head, None
+                return head, None, False
             body = inflated
-        return head, codec.detect_overflow(resp.status, body, patterns)
+        return (head, *_judge(codec, resp.status, body, patterns))
     if encoding or resp.status != 200:
-        return b"", None
+        return b"", None, False
     if "text/event-stream" in ctype:
         return await _sniff_stream(codec, resp, patterns)
     if "json" in ctype:
@@ -80,9 +88,16 @@ async def sniff_overflow(
             rest, complete = await up.read_head(resp, ERROR_BODY_LIMIT)
             head += rest
         if complete and b"error" in head:
-            return head, codec.detect_overflow(resp.status, head, patterns)
-        return head, None
-    return b"", None
+            return (head, *_judge(codec, resp.status, head, patterns))
+        return head, None, False
+    return b"", None, False
+
+
+def _judge(
+    codec: Codec, status: int, body: bytes, patterns: Patterns
+) -> tuple[Overflow | None, bool]:
+    found = codec.detect_overflow(status, body, patterns)
+    return found, found is None and detect_unfixable(status, body)
 
 
 def _length(resp: up.Answer) -> int | None:
@@ -107,7 +122,7 @@ def _may_be_error(first: bytes, length: int | None) -> bool:
 
 async def _sniff_stream(
     codec: Codec, resp: up.Answer, patterns: Patterns
-) -> tuple[bytes, Overflow | None]:
+) -> tuple[bytes, Overflow | None, bool]:
     """Hold a 200 stream's events until the first one with output (a role-only opener,
     lifecycle events and comments are held with it), checking each complete event for an
     overflow; past ``STREAM_HOLD_LIMIT`` bytes without output, the stream is relayed."""
@@ -121,7 +136,7 @@ async def _sniff_stream(
                 found = codec.detect_stream_event_overflow(
                     tail, output_started=False, patterns=patterns
                 )
-                return bytes(buf), found
+                return bytes(buf), found, found is None and _unfixable_event(tail)
             break
         search = max(scanned, len(buf) - 3)
         buf += chunk
@@ -132,10 +147,16 @@ async def _sniff_stream(
                 block, output_started=False, patterns=patterns
             )
             if found is not None:
-                return bytes(buf), found
+                return bytes(buf), found, False
+            if _unfixable_event(block):
+                return bytes(buf), None, True
             if stream_event_has_output(block):
-                return bytes(buf), None
-    return bytes(buf), None
+                return bytes(buf), None, False
+    return bytes(buf), None, False
+
+
+def _unfixable_event(block: bytes) -> bool:
+    return b"error" in block and detect_unfixable(200, block)
 
 
 def _event_end(buf: bytearray, start: int) -> tuple[int, int] | None:
