@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import hmac
 import logging
 import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from urllib.parse import parse_qsl
 
 from aiohttp import web
 from multidict import CIMultiDict
@@ -72,6 +74,8 @@ class Proxy:
         self._client = client
         self._sleep = sleep
         self.calibration: dict[str, Calibration] = {}
+        token = config.server.admin_token
+        self._admin_token = token.encode("utf-8", "surrogateescape") if token else None
 
     # --- route ----------------------------------------------------------------
 
@@ -90,6 +94,20 @@ class Proxy:
                 exc.provider, 404, f"no upstream configured for {exc.provider}", request_id
             )
         provider = route.upstream.provider
+        if self._admin_token is not None and _carries(request, self._admin_token):
+            # a scraper's mistyped admin path (``/metrics/``): the admin token never
+            # leaves trimgate, and the upstream is never contacted
+            self._count(route, "other", 404)
+            log.warning(
+                "a request carrying the admin token was not forwarded",
+                extra={"event": "admin_token_refused", "request_id": request_id},
+            )
+            return error_response(
+                provider,
+                404,
+                "not an admin endpoint; a request carrying the admin token is never forwarded",
+                request_id,
+            )
         try:
             body = await request.read()
         except web.HTTPRequestEntityTooLarge:
@@ -303,6 +321,30 @@ def _record(outcome: Outcome, metrics: Metrics, hub: EventHub, status: int) -> N
                 "error_type": type(exc).__name__,
             },
         )
+
+
+# Where a client puts a credential: the admin token in any of them is never forwarded.
+_CREDENTIAL_HEADERS = ("Authorization", "x-api-key", "x-goog-api-key", "api-key")
+
+
+def _carries(request: Incoming, token: bytes) -> bool:
+    """Whether ``request`` carries the admin ``token`` as a credential (in constant time
+    for each value compared)."""
+    for name in _CREDENTIAL_HEADERS:
+        for value in request.headers.getall(name, ()):
+            given = value.encode("utf-8", "surrogateescape").strip()
+            scheme, _, rest = given.partition(b" ")
+            if rest and scheme.lower() in (b"bearer", b"basic", b"token"):
+                given = rest.strip()
+            if hmac.compare_digest(given, token):
+                return True
+    query = request.raw_path.partition("?")[2]
+    if "key=" in query:  # Gemini's ?key=
+        for name, value in parse_qsl(query, keep_blank_values=True):
+            given = value.encode("utf-8", "surrogateescape")
+            if name == "key" and hmac.compare_digest(given, token):
+                return True
+    return False
 
 
 def _unreadable_encodings(accept: str) -> bool:
