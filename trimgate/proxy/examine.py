@@ -51,11 +51,31 @@ def decode_chat(
             return decoded, None
         try:
             parsed = orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            raise DecodeError("invalid-json") from None
+        except orjson.JSONDecodeError as exc:
+            raise DecodeError(_too_deep(exc) or "invalid-json") from None
         if not isinstance(parsed, dict):
             raise DecodeError("not-an-object")
     return codec.decode(parsed, path=path, options=options), parsed
+
+
+def encode_chat(codec: Codec, decoded: Decoded, trim_plan: Any, breadcrumb: str) -> bytes:
+    """The body a plan forwards. Raises ``DecodeError("too-deep")`` when the kept items
+    nest deeper than the JSON encoder goes (valid JSON a client may send: nothing to do
+    with it but forward it as it came)."""
+    try:
+        return orjson.dumps(codec.encode(decoded, trim_plan, breadcrumb=breadcrumb))
+    except TypeError as exc:
+        reason = _too_deep(exc)
+        if reason is None:
+            raise
+        raise DecodeError(reason) from None
+
+
+def _too_deep(exc: Exception) -> str | None:
+    """``too-deep`` when orjson gave up on nesting depth (over 254 levels to encode,
+    over 1024 to decode), else None."""
+    text = str(exc)
+    return "too-deep" if "Recursion limit" in text or "depth limit" in text else None
 
 
 @dataclass(slots=True)
@@ -94,8 +114,7 @@ class Chat:
             raw = inflated
         decoded, _ = decode_chat(self.codec, raw, self.route.path, self.options, self.tool_texts)
         new_plan = plan(decoded.conversation, policy)
-        crumb = self.settings.breadcrumb
-        body = orjson.dumps(self.codec.encode(decoded, new_plan, breadcrumb=crumb))
+        body = encode_chat(self.codec, decoded, new_plan, self.settings.breadcrumb)
         return new_plan.report, body
 
 
@@ -164,8 +183,10 @@ class Examiner:
         shadow = mode == "shadow"
         send_body = body  # forwarded as it came unless the plan changes it
         if not shadow and trim_plan.changed:
-            crumb = settings.breadcrumb
-            send_body = orjson.dumps(codec.encode(decoded, trim_plan, breadcrumb=crumb))
+            try:
+                send_body = encode_chat(codec, decoded, trim_plan, settings.breadcrumb)
+            except DecodeError as exc:
+                return None, exc.reason
         # The parsed body, its conversation and the plan are freed on return (Chat's doc)
         chat = Chat(
             route=route,

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from tenacity import AsyncRetrying, retry_if_result, stop_after_attempt, wait_none
 
+from trimgate.errors import DecodeError
 from trimgate.proxy.examine import Chat
 from trimgate.proxy.relay import Attempt
 from trimgate.trimming.pipeline import TrimReport
@@ -105,6 +106,13 @@ async def _retry(chat: Chat, state: Retries, send: Send, learn: Learn, max_body:
     )
     try:
         report, body = chat.replan(policy, max_body)
+    except DecodeError as exc:  # a body trimgate cannot re-encode (nesting too deep)
+        log.warning(
+            "a retry could not be planned; the provider's answer goes back",
+            extra={"event": "retry_skipped", "reason": exc.reason, "request_id": state.request_id},
+        )
+        last.retry = False
+        return last
     except Exception as exc:  # a bug: the provider's own answer goes back, not a 500
         log.exception(
             "planning a retry failed",
