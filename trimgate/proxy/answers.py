@@ -21,6 +21,7 @@ _GEMINI_STATUS = {
     404: "NOT_FOUND",
     413: "INVALID_ARGUMENT",
     502: "UNAVAILABLE",
+    503: "UNAVAILABLE",
     504: "DEADLINE_EXCEEDED",
 }
 _ANTHROPIC_TYPE = {
@@ -28,6 +29,7 @@ _ANTHROPIC_TYPE = {
     404: "not_found_error",
     413: "request_too_large",
     502: "api_error",
+    503: "overloaded_error",
     504: "timeout_error",
 }
 
@@ -54,7 +56,11 @@ def error_response(provider: str, status: int, message: str, request_id: str) ->
                 "message": message,
                 "type": "trimgate_error",
                 "param": None,
-                "code": {502: "upstream_unreachable", 504: "upstream_timeout"}.get(status),
+                "code": {
+                    502: "upstream_unreachable",
+                    503: "trimgate_busy",
+                    504: "upstream_timeout",
+                }.get(status),
             }
         }
     headers = CIMultiDict({"x-trimgate-request-id": request_id, "x-trimgate-error": "true"})

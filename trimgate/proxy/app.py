@@ -84,6 +84,7 @@ def create_app(
         try:
             yield
         finally:
+            proxy.close()
             await shared.client.close()
             shared.client = None
 

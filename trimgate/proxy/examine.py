@@ -130,6 +130,7 @@ class Examiner:
         self.catalog = Catalog(user)
         self.mode = config.trimming.mode
         self.max_body = config.server.max_body_bytes
+        self.max_ratio = config.server.max_inflation_ratio
         self.settings = config.trimming.settings()
         self.overrides = {
             (m.name or m.match): config.for_model(m.trimming).settings()
@@ -154,9 +155,13 @@ class Examiner:
         if mode == "off":
             return None, None
         encoding = headers.get("Content-Encoding", "").lower().strip()
-        raw = decompress(body, encoding, self.max_body) if encoding else body
-        if raw is None:
-            return None, "compressed-body"
+        raw = body
+        if encoding:
+            limit = min(self.max_body, max(1, len(body)) * self.max_ratio)
+            inflated = inflate(body, encoding, limit)  # InflatedTooLarge: the caller's 413
+            if inflated is None:
+                return None, "compressed-body"
+            raw = inflated
         codec = CODECS[route.wire_format]
         try:
             decoded, parsed = decode_chat(codec, raw, route.path, self.options, self.caps)
@@ -230,17 +235,41 @@ def int_header(value: str | None) -> int | None:
     return n if n > 0 else None
 
 
+class InflatedTooLarge(Exception):
+    """A compressed body inflates past ``server.max_body_bytes`` or past
+    ``server.max_inflation_ratio`` times its size: the request gets 413."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"the request body inflates past {limit} bytes")
+        self.limit = limit
+
+
 def decompress(body: bytes, encoding: str, limit: int) -> bytes | None:
-    """``body`` inflated (gzip / deflate), or None: another encoding, corrupt, or larger
-    than ``limit`` once inflated (never inflated past it)."""
-    if encoding not in ("gzip", "deflate", "x-gzip"):
-        return None
-    wbits = 16 + zlib.MAX_WBITS if encoding in ("gzip", "x-gzip") else zlib.MAX_WBITS
+    """``body`` inflated (gzip / deflate), or None: another encoding, corrupt or cut
+    short, or larger than ``limit`` once inflated (never inflated past it)."""
     try:
-        d = zlib.decompressobj(wbits)
+        return inflate(body, encoding, limit)
+    except InflatedTooLarge:
+        return None
+
+
+def inflate(body: bytes, encoding: str, limit: int) -> bytes | None:
+    """``body`` inflated (gzip / deflate), or None: another encoding, corrupt or cut
+    short. Raises ``InflatedTooLarge`` past ``limit`` bytes (never inflated further)."""
+    d = _inflater(encoding)
+    if d is None:
+        return None
+    try:
         out = d.decompress(body, limit + 1)
     except zlib.error:
         return None
     if len(out) > limit or d.unconsumed_tail:
+        raise InflatedTooLarge(limit)
+    return out if d.eof else None
+
+
+def _inflater(encoding: str) -> Any:
+    if encoding not in ("gzip", "deflate", "x-gzip"):
         return None
-    return out
+    wbits = 16 + zlib.MAX_WBITS if encoding in ("gzip", "x-gzip") else zlib.MAX_WBITS
+    return zlib.decompressobj(wbits)

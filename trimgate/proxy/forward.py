@@ -20,7 +20,8 @@ import hmac
 import logging
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from urllib.parse import parse_qsl
 
@@ -34,7 +35,7 @@ from trimgate.providers.base import Codec
 from trimgate.proxy import upstream as up
 from trimgate.proxy.answers import error_response, refuse
 from trimgate.proxy.events import EventHub
-from trimgate.proxy.examine import Chat, Examiner
+from trimgate.proxy.examine import Chat, Examiner, InflatedTooLarge
 from trimgate.proxy.metrics import Metrics
 from trimgate.proxy.relay import Attempt, Incoming, relay, sniff_overflow
 from trimgate.proxy.retry import Send, Sleep, send_with_retries, unresolved
@@ -46,6 +47,11 @@ from trimgate.trimming.pipeline import TrimReport
 from trimgate.trimming.policy import learned
 
 log = logging.getLogger("trimgate")
+
+# A chat body larger than this (or compressed) is examined in a worker thread: decoding
+# and planning a multi-MB history takes tens of milliseconds the loop must not stall for.
+EXAMINE_INLINE_BYTES = 256 * 1024
+EXAMINE_THREADS = 2
 
 # Request ids are unique, not secret: a PRNG seeded from os.urandom, no syscall per request.
 _IDS = random.Random()
@@ -76,6 +82,10 @@ class Proxy:
         self.calibration: dict[str, Calibration] = {}
         token = config.server.admin_token
         self._admin_token = token.encode("utf-8", "surrogateescape") if token else None
+        self._max_body = config.server.max_body_bytes
+        self._max_buffered = config.server.max_buffered_bytes
+        self._held = 0  # request-body bytes held by the requests in flight
+        self._executor: ThreadPoolExecutor | None = None
 
     # --- route ----------------------------------------------------------------
 
@@ -108,14 +118,42 @@ class Proxy:
                 "not an admin endpoint; a request carrying the admin token is never forwarded",
                 request_id,
             )
+        # The bytes this request's body holds, counted against server.max_buffered_bytes
+        # from the declared length on, before the body is read (aiohttp's server) and
+        # until the answer is relayed (the body is kept for a retry).
+        held = min(_declared_length(request.headers), self._max_body)
+        if not self._hold(held):
+            return self._busy(route, provider, request_id)
         try:
-            body = await request.read()
-        except web.HTTPRequestEntityTooLarge:
-            self._count(route, "other", 413)
-            return error_response(
-                provider, 413, "request body exceeds server.max_body_bytes", request_id
+            try:
+                body = await request.read()
+            except web.HTTPRequestEntityTooLarge:
+                return self._too_large(route, provider, request_id, "")
+            if len(body) > held:
+                if not self._hold(len(body) - held):
+                    return self._busy(route, provider, request_id)
+                held = len(body)
+            try:
+                chat, skipped = await self._examine_off_loop(request, route, body, request_id)
+            except InflatedTooLarge:
+                return self._too_large(route, provider, request_id, " once inflated")
+            return await self._send_and_relay(
+                request, route, provider, body, chat, skipped, request_id, started
             )
-        chat, skipped = self._examine_safely(request, route, body, request_id)
+        finally:
+            self._held -= held
+
+    async def _send_and_relay(
+        self,
+        request: Incoming,
+        route: Route,
+        provider: str,
+        body: bytes,
+        chat: Chat | None,
+        skipped: str | None,
+        request_id: str,
+        started: float,
+    ) -> web.StreamResponse | None:
         try:
             return await self._forward(request, route, body, chat, skipped, request_id, started)
         except UpstreamError as exc:
@@ -132,7 +170,58 @@ class Proxy:
             )
             return error_response(provider, exc.status, str(exc), request_id)
 
+    # --- bounds -----------------------------------------------------------------
+
+    def _hold(self, size: int) -> bool:
+        """Count ``size`` more body bytes as held, unless that passes
+        ``server.max_buffered_bytes`` (a lone request is always let through)."""
+        if size <= 0:
+            return True
+        if self._held and self._held + size > self._max_buffered:
+            return False
+        self._held += size
+        return True
+
+    def _busy(self, route: Route, provider: str, request_id: str) -> web.Response:
+        self._count(route, "other", 503)
+        log.warning(
+            "request bodies in flight are at server.max_buffered_bytes; answered 503",
+            extra={"event": "busy", "request_id": request_id, "upstream": route.name},
+        )
+        response = error_response(
+            provider, 503, "trimgate is holding too many request bodies; retry", request_id
+        )
+        response.headers["Retry-After"] = "1"
+        return response
+
+    def _too_large(self, route: Route, provider: str, request_id: str, how: str) -> web.Response:
+        self._count(route, "other", 413)
+        return error_response(
+            provider, 413, f"request body exceeds server.max_body_bytes{how}", request_id
+        )
+
+    def close(self) -> None:
+        """Stop the examination threads (at shutdown)."""
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            self._executor = None
+
     # --- examine ----------------------------------------------------------------
+
+    async def _examine_off_loop(
+        self, request: Incoming, route: Route, body: bytes, request_id: str
+    ) -> tuple[Chat | None, str | None]:
+        """``_examine_safely``; a large or compressed body in a worker thread, so that
+        decoding and planning it does not hold up every other request on the loop."""
+        if route.wire_format is None or (
+            len(body) <= EXAMINE_INLINE_BYTES and "Content-Encoding" not in request.headers
+        ):
+            return self._examine_safely(request, route, body, request_id)
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(EXAMINE_THREADS, "trimgate-examine")
+        return await asyncio.get_running_loop().run_in_executor(
+            self._executor, self._examine_safely, request, route, body, request_id
+        )
 
     def _examine_safely(
         self, request: Incoming, route: Route, body: bytes, request_id: str
@@ -141,6 +230,8 @@ class Proxy:
             return None, None
         try:
             return self._examine(request, route, body)
+        except InflatedTooLarge:
+            raise
         except Exception as exc:  # a bug must not break a request the provider would answer
             log.exception(
                 "examining the request failed; forwarding it untouched",
@@ -345,6 +436,11 @@ def _carries(request: Incoming, token: bytes) -> bool:
             if name == "key" and hmac.compare_digest(given, token):
                 return True
     return False
+
+
+def _declared_length(headers: Mapping[str, str]) -> int:
+    value = headers.get("Content-Length", "")
+    return int(value) if value.isdigit() else 0
 
 
 def _unreadable_encodings(accept: str) -> bool:
