@@ -439,8 +439,13 @@ def _carries(request: Incoming, token: bytes) -> bool:
 
 
 def _declared_length(headers: Mapping[str, str]) -> int:
-    value = headers.get("Content-Length", "")
-    return int(value) if value.isdigit() else 0
+    """The declared body length (0 when absent or odd; zero padding of any length is
+    allowed, as the servers allow it, and a length past 2**62 reads as 2**62)."""
+    value = headers.get("Content-Length", "").strip()
+    if not value.isascii() or not value.isdigit():
+        return 0
+    digits = value.lstrip("0")
+    return int(digits) if len(digits) <= 18 else 1 << 62
 
 
 def _unreadable_encodings(accept: str) -> bool:
