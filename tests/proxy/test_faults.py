@@ -229,3 +229,29 @@ async def test_a_client_leaving_at_each_stage(make_stack: MakeStack, stage: str)
     assert fake.cancelled == 1 and len(fake.requests) == 1
     resp = await stack.client.post("/v1/chat/completions", json=openai_chat(1, model="gpt-4o"))
     assert resp.status == 200 and len(fake.requests) == 2
+
+
+@pytest.mark.parametrize("status", [b"000", b"042", b"099"])
+async def test_a_status_below_100_is_a_502(make_stack: MakeStack, status: bytes) -> None:
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+        await reader.readexactly(length)
+        writer.write(b"HTTP/1.1 " + status + b" Odd\r\nContent-Length: 2\r\n\r\nok")
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    try:
+        port = server.sockets[0].getsockname()[1]
+        stack = await make_stack(
+            upstreams={"openai": {"provider": "openai", "base_url": f"http://127.0.0.1:{port}"}}
+        )
+        for path in ("/v1/chat/completions", "/v1/models"):
+            resp = await stack.client.post(path, json=openai_chat(2, model="gpt-4o"))
+            assert resp.status == 502 and resp.headers["x-trimgate-error"] == "true"
+            assert "invalid status" in (await resp.json())["error"]["message"]
+        await then_healthy(stack)
+    finally:
+        server.close()
+        await server.wait_closed()

@@ -358,6 +358,9 @@ class Proxy:
             headers.popall("Content-Encoding")
         t = time.perf_counter()
         resp = await self._client().request(method, url, headers, payload)
+        if resp.status < 100:  # 000-099 parse as three digits but are no HTTP status
+            resp.close()
+            raise UpstreamError(f"upstream sent an invalid status code ({resp.status:03d})")
         self.metrics.for_upstream(route.name)[1].observe(time.perf_counter() - t)
         if codec is None:
             timer.spent += time.perf_counter() - t
