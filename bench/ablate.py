@@ -18,6 +18,12 @@
 #   examine      the whole examination (decode, policy, plan, encode), then as a pass-through
 #   nosignals    trimgate as it is, but no metrics, event or log lines recorded
 #   nousage      trimgate as it is, but no usage read from answers (no calibration)
+#   teams        trimgate as it is, metering by team on (metrics.attribution), at its
+#                dearest: the key is hashed and matched on every request (from: [api_key,
+#                header]); "teams" against "full" is what the team label costs. Two
+#                processes of the same code differ by several percent (which core, memory
+#                layout): --one-process serves "full" and "teams" from one process, one
+#                event loop, two listeners, so that only the config differs
 #   against      `trimgate serve` of another install (--against PYTHON, an interpreter
 #                with another version of trimgate installed): this tree's "full" against
 #                another commit's, on the same hour (the machine's speed varies 3x by hour)
@@ -32,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import os
 import sys
 import time
@@ -45,7 +52,10 @@ from bench.__main__ import ROOT, Proc, free_port, trimgate_config
 from bench.fake_provider import install_uvloop
 from bench.load import Pool, RequestSpec, RoundResult, run_round
 
-VARIANTS = ("passthrough", "full", "shell", "parse", "decode", "examine", "nosignals", "nousage")
+VARIANTS = (
+    "passthrough", "full", "shell", "parse", "decode", "examine", "nosignals", "nousage", "teams",
+)  # fmt: skip
+BENCH_KEY = "sk-bench-not-a-key"  # what the load generator sends as its bearer value
 OUT = ROOT / "bench" / "out" / "ablate"
 
 
@@ -79,14 +89,14 @@ def patch(variant: str) -> None:
             return None
 
         @property
-        def prompt_tokens(self) -> int | None:
+        def usage(self) -> tuple[int, int] | None:
             return None
 
     if variant == "nosignals":
         setattr(forward, "_record", no_record)  # noqa: B010 - replaced on purpose
     elif variant == "nousage":
         setattr(forward, "UsageSniffer", NoUsage)  # noqa: B010
-    elif variant != "full":
+    elif variant not in ("full", "teams"):  # teams: only its config differs
         setattr(forward.Proxy, "_examine", examine)  # noqa: B010 - a method replaced on purpose
 
 
@@ -95,6 +105,38 @@ def serve(variant: str, rest: list[str]) -> int:
     from trimgate.cli import main
 
     return main(["serve", *rest])
+
+
+def teams(config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` with metering by team on, the key hashed and matched on every request."""
+    prefix = hashlib.sha256(BENCH_KEY.encode()).hexdigest()[:12]
+    attribution = {
+        "from": ["api_key", "header"],
+        "api_keys": [{"sha256_prefix": prefix, "team": "bench"}],
+    }
+    return {**config, "metrics": {"attribution": attribution}}
+
+
+def serve_pair(rest: list[str]) -> int:
+    """``CONFIG PORT CONFIG PORT``: both apps in this one process, each on its own port."""
+    from trimgate import logs
+    from trimgate.config import load_config
+    from trimgate.proxy.serve import install_uvloop, run_server
+
+    logs.setup("INFO")
+    configs = []
+    for path, port in zip(rest[::2], rest[1::2], strict=True):
+        config = load_config(path)
+        server = config.server.model_copy(update={"port": int(port)})
+        configs.append(config.model_copy(update={"server": server}))
+
+    async def main() -> None:
+        stop = asyncio.Event()  # SIGTERM stops both
+        await asyncio.gather(*(run_server(c, stop=stop) for c in configs))
+
+    install_uvloop()
+    asyncio.run(main())
+    return 0
 
 
 def p50(values: list[float]) -> float:
@@ -113,18 +155,36 @@ async def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
         await fake.wait_ready()
         config = OUT / "trimgate.yaml"
         config.write_text(yaml.safe_dump(trimgate_config(fake.base_url)))
+        teams_config = OUT / "trimgate-teams.yaml"
+        teams_config.write_text(yaml.safe_dump(teams(trimgate_config(fake.base_url))))
+        pair: dict[str, Proc] = {}
+        if args.one_process:  # full and teams: one process, a listener each
+            ports = {"full": free_port(), "teams": free_port()}
+            argv = [sys.executable, "-m", "bench.ablate", "--serve-pair", "--"]
+            argv += [str(config), str(ports["full"]), str(teams_config), str(ports["teams"])]
+            pair["full"] = Proc("full", argv, ports["full"], OUT / "pair.log", "/healthz")
+            pair["teams"] = Proc("teams", [], ports["teams"], OUT / "pair.log", "/healthz")
         for variant in args.variants:
             port = free_port()
+            if variant in pair:
+                procs[variant] = pair[variant]
+                continue
             if variant == "passthrough":
                 argv = [sys.executable, "-m", "bench.passthrough", "--port", str(port)]
                 argv += ["--upstream", fake.base_url]
                 health = None
             else:
                 argv = [sys.executable, "-m", "bench.ablate", "--serve", variant, "--"]
-                argv += ["--config", str(config), "--port", str(port)]
+                argv += ["--config", str(teams_config if variant == "teams" else config)]
+                argv += ["--port", str(port)]
                 health = "/healthz"
             procs[variant] = Proc(variant, argv, port, OUT / f"{variant}.log", health)
-            procs[variant].start()
+        if pair:
+            pair["full"].start()
+            pair["teams"].popen = pair["full"].popen
+        for proc in procs.values():
+            if proc.popen is None:
+                proc.start()
         if args.against:
             port = free_port()
             argv = [args.against, "-m", "trimgate", "serve", "--config", str(config)]
@@ -142,7 +202,7 @@ async def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
         spec = RequestSpec(
             path="/v1/chat/completions",
             bodies=bodies,
-            headers={"Authorization": "Bearer sk-bench-not-a-key", "x-bench-chunks": "16"}
+            headers={"Authorization": f"Bearer {BENCH_KEY}", "x-bench-chunks": "16"}
             | ({"x-bench-delay-ms": "1"} if args.stream else {}),
             stream=args.stream,
             end_marker=b"data: [DONE]" if args.stream else None,
@@ -194,6 +254,8 @@ async def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--serve-pair"]:
+        return serve_pair(argv[2:] if argv[1:2] == ["--"] else argv[1:])
     if argv[:1] == ["--serve"]:
         rest = argv[3:] if argv[2:3] == ["--"] else argv[2:]
         return serve(argv[1], rest)
@@ -210,7 +272,14 @@ def main(argv: list[str] | None = None) -> int:
         metavar="PYTHON",
         help="also measure `PYTHON -m trimgate serve` (another install), as variant 'against'",
     )
+    parser.add_argument(
+        "--one-process",
+        action="store_true",
+        help="serve the variants full and teams from one process (two listeners)",
+    )
     args = parser.parse_args(argv)
+    if args.one_process and not {"full", "teams"} <= set(args.variants):
+        parser.error("--one-process needs the variants full and teams")
     if args.against:  # it runs in another directory, where a relative path would not resolve
         args.against = os.path.abspath(args.against)
     OUT.mkdir(parents=True, exist_ok=True)

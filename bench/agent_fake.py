@@ -527,10 +527,19 @@ def gemini_overflow(tokens: int, limit: int) -> Json:
 
 
 class AgentFake:
-    def __init__(self, *, websocket: bool = False, script: Script | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        websocket: bool = False,
+        script: Script | None = None,
+        ws_headers: dict[str, str] | None = None,
+    ) -> None:
         self.websocket = websocket
         self.script = script or Script()
         self.records: list[Record] = []
+        # headers of the 101 answer (a client's x-codex-turn-state is echoed back)
+        self.ws_headers = dict(ws_headers or {})
+        self.ws_closes: list[tuple[int, str]] = []  # close frames received: code, reason
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=256 * 1024 * 1024)
@@ -647,10 +656,18 @@ class AgentFake:
                 status=405,
             )
         ws = web.WebSocketResponse(compress=True, max_msg_size=256 * 1024 * 1024)
+        ws.headers.update(self.ws_headers)
+        if self.ws_headers and "x-codex-turn-state" in request.headers:
+            ws.headers["x-codex-turn-state"] = request.headers["x-codex-turn-state"]
         await ws.prepare(request)
         rec.status, rec.answer = 101, "upgraded"
         kept: dict[str, list[Any]] = {}  # response id -> its full input and output
-        async for msg in ws:
+        while True:
+            msg = await ws.receive()
+            if msg.type == WSMsgType.CLOSE:
+                self.ws_closes.append((int(msg.data), str(msg.extra or "")))
+            if msg.type in (WSMsgType.CLOSE, WSMsgType.CLOSING, WSMsgType.CLOSED):
+                break
             if msg.type != WSMsgType.TEXT:
                 continue
             try:

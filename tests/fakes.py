@@ -182,3 +182,149 @@ class FakeProvider:
         body = reply.body if reply.body is not None else json.dumps(reply.data).encode()
         headers = {"Content-Type": "application/json", **reply.headers}
         return web.Response(status=reply.status, body=body, headers=headers)
+
+
+# --- answers that report prompt-cache usage, as each provider words it ----------------
+
+
+def openai_cached_usage(prompt: int, cached: int) -> dict[str, Any]:
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": 12,
+        "total_tokens": prompt + 12,
+        "prompt_tokens_details": {"cached_tokens": cached, "audio_tokens": 0},
+        "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0},
+    }
+
+
+def openai_cached_ok(prompt: int, cached: int) -> dict[str, Any]:
+    return {**openai_ok(), "usage": openai_cached_usage(prompt, cached)}
+
+
+def openai_cached_stream(prompt: int, cached: int) -> list[bytes]:
+    """A Chat Completions stream with ``stream_options.include_usage``."""
+    head = {"id": "chatcmpl-c", "object": "chat.completion.chunk", "created": 1, "model": "m"}
+    frames = sse_data(
+        {**head, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]},
+        {**head, "choices": [{"index": 0, "delta": {"content": "ok"}}], "usage": None},
+        {**head, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}], "usage": None},
+        {**head, "choices": [], "usage": openai_cached_usage(prompt, cached)},
+    )
+    return [*frames, b"data: [DONE]\n\n"]
+
+
+def responses_cached_ok(prompt: int, cached: int) -> dict[str, Any]:
+    return {
+        "id": "resp_c",
+        "object": "response",
+        "created_at": 1,
+        "status": "completed",
+        "model": "m",
+        "output": [
+            {
+                "type": "message",
+                "id": "msg_c",
+                "status": "completed",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": "ok", "annotations": []}],
+            }
+        ],
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+        "usage": {
+            "input_tokens": prompt,
+            "input_tokens_details": {"cached_tokens": cached},
+            "output_tokens": 12,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": prompt + 12,
+        },
+    }
+
+
+def responses_cached_stream(prompt: int, cached: int) -> list[bytes]:
+    done = responses_cached_ok(prompt, cached)
+    created = {**done, "status": "in_progress", "output": [], "usage": None}
+    return [
+        *sse_data({"type": "response.created", "response": created}, event="response.created"),
+        *sse_data(
+            {"type": "response.output_text.delta", "delta": "ok", "item_id": "msg_c"},
+            event="response.output_text.delta",
+        ),
+        *sse_data({"type": "response.completed", "response": done}, event="response.completed"),
+    ]
+
+
+def anthropic_cached_usage(fresh: int, read: int, written: int) -> dict[str, Any]:
+    return {
+        "input_tokens": fresh,
+        "cache_creation_input_tokens": written,
+        "cache_read_input_tokens": read,
+        "cache_creation": {"ephemeral_5m_input_tokens": written, "ephemeral_1h_input_tokens": 0},
+        "output_tokens": 12,
+        "service_tier": "standard",
+    }
+
+
+def anthropic_cached_ok(fresh: int, read: int, written: int) -> dict[str, Any]:
+    return {**anthropic_ok(), "usage": anthropic_cached_usage(fresh, read, written)}
+
+
+def anthropic_cached_stream(fresh: int, read: int, written: int) -> list[bytes]:
+    """A Messages stream: message_start states the prompt, message_delta restates it."""
+    message = {**anthropic_ok(), "content": [], "stop_reason": None}
+    start_usage = {**anthropic_cached_usage(fresh, read, written), "output_tokens": 1}
+    frames: list[bytes] = []
+    for name, obj in (
+        ("message_start", {"type": "message_start", "message": {**message, "usage": start_usage}}),
+        (
+            "content_block_start",
+            {
+                "type": "content_block_start",
+                "index": 0,
+                "content_block": {"type": "text", "text": ""},
+            },
+        ),
+        (
+            "content_block_delta",
+            {
+                "type": "content_block_delta",
+                "index": 0,
+                "delta": {"type": "text_delta", "text": "ok"},
+            },
+        ),
+        ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+        (
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                "usage": {
+                    "input_tokens": fresh,
+                    "cache_creation_input_tokens": written,
+                    "cache_read_input_tokens": read,
+                    "output_tokens": 12,
+                },
+            },
+        ),
+        ("message_stop", {"type": "message_stop"}),
+    ):
+        frames += sse_data(obj, event=name)
+    return frames
+
+
+def gemini_cached_ok(prompt: int, cached: int) -> dict[str, Any]:
+    return {
+        "candidates": [
+            {"content": {"role": "model", "parts": [{"text": "ok"}]}, "finishReason": "STOP"}
+        ],
+        "usageMetadata": {
+            "promptTokenCount": prompt,
+            "candidatesTokenCount": 12,
+            "totalTokenCount": prompt + 12,
+            "cachedContentTokenCount": cached,
+            "promptTokensDetails": [{"modality": "TEXT", "tokenCount": prompt}],
+            "cacheTokensDetails": [{"modality": "TEXT", "tokenCount": cached}],
+        },
+        "modelVersion": "gemini-2.5-flash",
+    }

@@ -8,7 +8,13 @@ import sys
 
 import pytest
 
-PURE = ["trimgate.history", "trimgate.trimming", "trimgate.providers", "trimgate.sse"]
+PURE = [
+    "trimgate.attribution",
+    "trimgate.history",
+    "trimgate.trimming",
+    "trimgate.providers",
+    "trimgate.sse",
+]
 FORBIDDEN = ["aiohttp", "asyncio", "tenacity", "prometheus_client", "logging"]
 
 

@@ -48,6 +48,7 @@ def test_check_config_prints_effective_config_with_secrets_redacted(tmp_path: Pa
     assert data["trimming"]["mode"] == "shadow"
     assert data["server"]["admin_token"] == "<redacted>"
     assert data["trimming"]["breadcrumb"]["text"] == CRUMB
+    assert data["trimming"]["max_context_tokens"] is None  # unset unless configured
 
 
 def test_check_config_names_every_problem_by_key_path(tmp_path: Path) -> None:
@@ -111,6 +112,20 @@ def test_trim_dry_run_every_format(fmt: str, body: dict[str, Any]) -> None:
     assert CRUMB in text and "task 7" in text and "task 0:" not in text
 
 
+def test_trim_leaves_a_model_without_a_window_alone(tmp_path: Path) -> None:
+    body = orjson.dumps(openai_chat(40, model="mystery-model"))
+    out = run("trim", "-", stdin=body)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stderr)
+    assert report["skipped"] == "unknown-window" and report["trimmed"] is False
+    assert report["budget"] == 0 and report["catalog_entry"] is None
+    f = tmp_path / "c.yaml"
+    f.write_text("trimming: {max_context_tokens: 1000}\n")
+    out = run("trim", "--config", str(f), "-", stdin=body)
+    report = json.loads(out.stderr)
+    assert "skipped" not in report and report["trimmed"] is True and report["budget"] == 1000
+
+
 def test_trim_guesses_the_format_and_leaves_small_bodies_alone(tmp_path: Path) -> None:
     f = tmp_path / "body.json"
     body = anthropic_messages(2, size=10, model="claude-sonnet-4-5")
@@ -134,6 +149,11 @@ def test_demo_runs_offline_and_shows_trims() -> None:
     text = out.stdout.decode()
     assert "preemptive" in text and "x-trimgate-trimmed: true" in text
     assert "trimgate_trims_total" in text and "history_trimmed" in text
+    # the tour shows a reactive retry: the fake overflows once and trimgate resends
+    assert "2. A reactive retry (request " in text
+    assert "x-trimgate-reason: reactive\n     x-trimgate-retries: 1" in text
+    assert 'trimgate_reactive_retries_total{model="demo-coder",upstream="openai"} 1.0' in text
+    assert "error 4" not in text  # the agent never saw the overflow
 
 
 def free_port() -> int:
@@ -174,3 +194,262 @@ def test_serve_with_builtin_defaults_answers_health_and_reads_config_env(tmp_pat
     assert proc.returncode == 0
     first = json.loads(err.decode().splitlines()[0])
     assert first["msg"] == "listening" and first["port"] == port
+
+
+def test_check_config_warns_of_a_base_url_that_doubles_v1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from trimgate.cli import main
+
+    f = tmp_path / "c.yaml"
+    f.write_text(
+        "upstreams:\n"
+        "  openai: {provider: openai, base_url: 'https://api.openai.com'}\n"
+        "  groq: {provider: openai, base_url: 'https://api.groq.com/openai/v1/', prefix: /groq}\n"
+        "  claude: {provider: anthropic, base_url: 'https://api.anthropic.com/v1'}\n"
+        "  gem: {provider: gemini, base_url: 'https://generativelanguage.googleapis.com/v1beta'}\n"
+        "  local: {provider: openai, base_url: 'http://127.0.0.1:8000/v1beta'}\n"
+    )
+    assert main(["check-config", str(f)]) == 0  # a warning, not an error
+    out = capsys.readouterr()
+    lines = out.err.strip().splitlines()
+    assert len(lines) == 3, lines
+    groq, claude, gem = lines
+    assert groq.startswith("warning: upstreams.groq.base_url: ends in /v1; ")
+    assert "/v1/v1/..." in groq and "use https://api.groq.com/openai," in groq
+    assert "http://127.0.0.1:8788/groq/v1" in groq  # says when the doubling happens
+    assert claude == (
+        "warning: upstreams.claude.base_url: ends in /v1; requests already carry /v1, so the "
+        "provider would get /v1/v1/... — use https://api.anthropic.com"
+    )
+    assert "/v1beta/v1beta/..." in gem and gem.endswith(
+        "use https://generativelanguage.googleapis.com"
+    )
+    assert yaml.safe_load(out.out)["upstreams"]["groq"]["base_url"].endswith("/openai/v1")
+
+
+def test_check_config_is_quiet_about_good_base_urls(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from trimgate.cli import main
+
+    f = tmp_path / "c.yaml"
+    f.write_text(
+        "upstreams:\n"
+        "  groq: {provider: openai, base_url: 'https://api.groq.com/openai', prefix: /groq}\n"
+        "  v1x: {provider: openai, base_url: 'https://example.com/v10', prefix: /v10}\n"
+        "  api: {provider: openai, base_url: 'https://example.com/v1/openai', prefix: /x}\n"
+    )
+    assert main(["check-config", str(f)]) == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_serve_logs_each_config_warning_once_at_start_up(tmp_path: Path) -> None:
+    port = free_port()
+    f = tmp_path / "c.yaml"
+    f.write_text(
+        f"server: {{port: {port}}}\n"
+        "upstreams:\n"
+        "  anthropic: {provider: anthropic, base_url: 'https://api.anthropic.com/v1'}\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "trimgate", "serve", "--config", str(f)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        wait_ready(f"http://127.0.0.1:{port}/readyz")
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=20)
+    lines = [json.loads(line) for line in err.decode().splitlines()]
+    warnings = [line for line in lines if line.get("event") == "config_warning"]
+    assert len(warnings) == 1, lines
+    assert warnings[0]["level"] == "warning"
+    assert warnings[0]["warning"].startswith("upstreams.anthropic.base_url: ends in /v1;")
+
+
+def _main_exit(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    from trimgate.cli import main
+
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse's own exits (usage errors, --version)
+        code = int(exc.code or 0)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["serve", "--log-level", "nonsense"], "choose from 'DEBUG', 'INFO', 'WARNING'"),
+        (["serve", "--port", "99999"], "--port: not a port number (0-65535): 99999"),
+        (["serve", "--port", "http"], "--port: not a port number: 'http'"),
+        (["trim", "--budget", "-5"], "--budget: must be at least 1 token, got -5"),
+        (["trim", "--budget", "0"], "--budget: must be at least 1 token, got 0"),
+        (["trim", "--budget", "lots"], "--budget: not a whole number of tokens: 'lots'"),
+        (["trim", "/nonexistent/body.json"], "/nonexistent/body.json: cannot read"),
+        (["check-config", "/"], "/: cannot read (Is a directory)"),
+        (["check-config", "NOT-UTF8"], "not UTF-8 text (byte 0)"),
+        ([], "the following arguments are required: command"),
+        (["frobnicate"], "invalid choice: 'frobnicate'"),
+    ],
+)
+def test_every_cli_failure_is_one_line_and_exit_2(
+    argv: list[str], says: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "latin1.yaml"
+    bad.write_bytes(b"\xff\xfe server: {}\n")
+    argv = [str(bad) if a == "NOT-UTF8" else a for a in argv]
+    code, out, err = _main_exit(argv, capsys)
+    assert code == 2
+    assert out == ""
+    assert err.count("\n") == 1 and err.endswith("\n"), err
+    assert says in err and "Traceback" not in err
+
+
+def test_version_prints_the_version(capsys: pytest.CaptureFixture[str]) -> None:
+    import trimgate
+
+    code, out, _ = _main_exit(["--version"], capsys)
+    assert (code, out) == (0, f"trimgate {trimgate.__version__}\n")
+
+
+def test_serve_on_a_port_in_use_says_so_in_one_line() -> None:
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        # --log-level takes any case: "debug" gets past the parser to the port check
+        for extra in ([], ["--workers", "2", "--log-level", "debug"]):
+            out = run("serve", "--port", str(port), *extra)
+            assert out.returncode == 2, out.stderr
+            assert out.stderr.decode() == (
+                f"cannot listen on 127.0.0.1:{port} (port): address already in use "
+                "(another server listens there: pick another --port)\n"
+            )
+
+
+def test_check_config_reports_every_config_wide_problem(tmp_path: Path) -> None:
+    f = tmp_path / "c.yaml"
+    f.write_text(
+        "server: {port: 9000, admin_port: 9000}\n"
+        "upstreams:\n"
+        "  a: {provider: openai, base_url: 'https://a.example', prefix: /x}\n"
+        "  b: {provider: openai, base_url: 'https://b.example', prefix: /x/}\n"
+        "  c: {provider: openai, base_url: 'https://c.example', prefix: /x}\n"
+        "trimming: {mode: loud}\n"
+    )
+    out = run("check-config", str(f))
+    assert out.returncode == 2
+    assert out.stderr.decode().splitlines() == [
+        "trimming.mode: Input should be 'enforce', 'shadow' or 'off'",
+        "upstreams.b.prefix: same prefix as upstreams.a",
+        "upstreams.c.prefix: same prefix as upstreams.a",
+        "server.admin_port: must differ from server.port",
+    ]
+
+
+def test_config_wide_problems_are_found_after_coercion_too() -> None:
+    from trimgate.config import parse_config
+    from trimgate.errors import ConfigError
+
+    with pytest.raises(ConfigError) as info:  # "9000" is coerced: the model's check finds it
+        parse_config({"server": {"port": "9000", "admin_port": 9000}})
+    assert info.value.problems == ["server.admin_port: must differ from server.port"]
+
+
+def test_human_banner_says_where_to_point_each_sdk() -> None:
+    from trimgate.config import parse_config
+    from trimgate.proxy.serve import human_banner
+
+    config = parse_config(
+        {
+            "server": {"host": "0.0.0.0", "port": 9001, "admin_port": 9002},
+            "upstreams": {
+                "openai": {"provider": "openai", "base_url": "https://api.openai.com"},
+                "anthropic": {"provider": "anthropic", "base_url": "https://api.anthropic.com"},
+                "backup": {"provider": "openai", "base_url": "https://backup.example"},
+                "groq": {
+                    "provider": "openai",
+                    "base_url": "https://api.groq.com/openai",
+                    "prefix": "/groq",
+                },
+                "vllm": {
+                    "provider": "openai",
+                    "base_url": "http://127.0.0.1:8000/v1",
+                    "prefix": "/vllm",
+                },
+            },
+        }
+    )
+    line = human_banner(config)
+    assert "\n" not in line
+    assert line.startswith("trimgate ") and " on http://127.0.0.1:9001; " in line
+    assert "openai http://127.0.0.1:9001/v1, anthropic http://127.0.0.1:9001, " in line
+    assert "groq http://127.0.0.1:9001/groq/v1, vllm http://127.0.0.1:9001/vllm;" in line
+    assert "backup" not in line  # reached only by nothing: openai is the default
+    assert line.endswith(
+        "metrics http://127.0.0.1:9002/metrics; events http://127.0.0.1:9002/api/events"
+    )
+
+
+def test_serve_prints_one_human_line_when_stdout_is_a_terminal(tmp_path: Path) -> None:
+    import pty
+
+    port = free_port()
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "trimgate", "serve", "--port", str(port)],
+        stdout=follower,
+        stderr=subprocess.PIPE,
+    )
+    os.close(follower)
+    try:
+        wait_ready(f"http://127.0.0.1:{port}/readyz")
+        shown = b""
+        deadline = time.monotonic() + 10
+        while b"\n" not in shown and time.monotonic() < deadline:
+            shown += os.read(leader, 4096)
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=20)
+        os.close(leader)
+    base = f"http://127.0.0.1:{port}"
+    assert shown.decode().strip() == human_line(base)
+    assert json.loads(err.decode().splitlines()[0])["msg"] == "listening"  # the JSON log too
+
+
+def human_line(base: str) -> str:
+    import trimgate
+
+    return (
+        f"trimgate {trimgate.__version__} on {base}; SDK base URLs: openai {base}/v1, "
+        f"anthropic {base}, gemini {base}; metrics {base}/metrics; events {base}/api/events"
+    )
+
+
+def test_ctrl_c_in_a_command_is_no_traceback(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import trimgate.demo
+
+    async def interrupted() -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(trimgate.demo, "run_demo", interrupted)
+    code, out, err = _main_exit(["demo"], capsys)
+    assert (code, out, err) == (130, "", "")
+
+
+def test_serve_with_an_unreadable_config_says_so_in_one_line(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.yaml"
+    out = run("serve", env={"TRIMGATE_CONFIG": str(missing)})
+    assert out.returncode == 2
+    assert out.stderr.decode() == f"{missing}: cannot read (No such file or directory)\n"
+    (tmp_path / "bad.yaml").write_text("server: {port: 70000}\n")
+    out = run("serve", "--config", str(tmp_path / "bad.yaml"))
+    assert out.returncode == 2
+    assert out.stderr.decode().startswith("server.port: ")
+    assert out.stderr.decode().count("\n") == 1

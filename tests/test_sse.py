@@ -143,7 +143,14 @@ def test_an_event_without_data_is_not_dispatched() -> None:
     assert SSEDecoder().decode(b"event: ping\n\n") == []
 
 
-@given(st.text(alphabet=st.characters(blacklist_characters="\r"), max_size=40), st.integers(0, 9))
+# Texts a str can be encoded from: lone surrogates have no UTF-8 (event data is JSON
+# that orjson wrote, always valid UTF-8).
+_TEXT = st.text(
+    alphabet=st.characters(blacklist_characters="\r", blacklist_categories=["Cs"]), max_size=40
+)
+
+
+@given(_TEXT, st.integers(0, 9))
 def test_bytes_data_frames_as_its_text_does(text: str, event_id: int) -> None:
     framed = encode_event(text.encode(), id=event_id, event="e")
     assert framed == encode_event(text, id=str(event_id), event="e")

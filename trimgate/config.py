@@ -9,8 +9,9 @@ Unknown keys are errors naming their path, so a typo never passes silently.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
 import yaml
@@ -20,19 +21,24 @@ from pydantic import (
     Field,
     PrivateAttr,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
 
 from trimgate.errors import ConfigError
 from trimgate.providers.overflow import Patterns, compile_patterns
+from trimgate.providers.registry import REGISTRY
 from trimgate.trimming.policy import Settings, breadcrumb_tokens
 
 CONFIG_ENV = "TRIMGATE_CONFIG"
 DEFAULT_BREADCRUMB = "[earlier turns omitted to fit the context window]"
 REDACTED = "<redacted>"
 
-Provider = Literal["openai", "anthropic", "gemini"]
+if TYPE_CHECKING:
+    Provider = str
+else:  # the registry's providers, checked (and listed in errors) as a Literal
+    Provider = Literal[REGISTRY.providers]
 Mode = Literal["enforce", "shadow", "off"]
 
 
@@ -63,6 +69,12 @@ class ServerConfig(_Strict):
     upstream_client: Literal["trimgate", "aiohttp"] = "trimgate"
     # trimgate's own HTTP/1.1 front for proxied requests, or aiohttp's server for all
     http_server: Literal["trimgate", "aiohttp"] = "trimgate"
+    # Relayed WebSockets: the largest message either side may send, how long a
+    # connection may carry no frame before both sides are closed, and how many bytes of
+    # a Responses WebSocket's history are kept to rebuild a chain after an overflow
+    max_ws_frame_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
+    ws_idle_timeout: float = Field(default=3600.0, gt=0)
+    max_ws_history_bytes: int = Field(default=16 * 1024 * 1024, ge=0)
 
 
 class UpstreamConfig(_Strict):
@@ -125,7 +137,9 @@ class ReactiveConfig(_Strict):
 
 class TrimmingConfig(_Strict):
     mode: Mode = "enforce"
-    max_context_tokens: int = Field(default=128_000, ge=0)
+    # The window of models neither `models` nor the catalog knows; None: no preemptive
+    # token trim for them until an overflow states their window.
+    max_context_tokens: int | None = Field(default=None, ge=0)
     history_pruning: HistoryPruningConfig = HistoryPruningConfig()
     reserve_output_tokens: bool = True
     max_history_messages: int = Field(default=0, ge=0)
@@ -136,6 +150,11 @@ class TrimmingConfig(_Strict):
     media_tokens: int = Field(default=1600, ge=0)
     calibrate: bool = True
     reactive: ReactiveConfig = ReactiveConfig()
+    # A request that asks the provider to manage its own context: forwarded without a
+    # preemptive trim (defer), or trimmed as any request (trim)
+    provider_managed: Literal["defer", "trim"] = "defer"
+    # count_tokens / countTokens: count the body as the client sent it, or as trimmed
+    count_tokens: Literal["client", "trimmed"] = "client"
 
     def settings(self) -> Settings:
         """These keys as the plain values the trimming core reads."""
@@ -182,13 +201,121 @@ class ModelEntry(_Strict):
     trimming: TrimmingOverride | None = None
 
 
+MAX_TEAM_LEN = 64
+# Headers that carry a credential: never a team header (its value would be exported)
+CREDENTIAL_HEADERS = frozenset(
+    {"authorization", "proxy-authorization", "x-api-key", "x-goog-api-key", "api-key", "cookie"}
+)
+_TOKEN_CHARS = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyz")
+_HEX = frozenset("0123456789abcdef")
+
+
+def _team_name(value: str) -> str:
+    if not value:
+        raise ValueError("must not be empty")
+    if len(value) > MAX_TEAM_LEN:
+        raise ValueError(f"longer than {MAX_TEAM_LEN} characters")
+    return value
+
+
+class ApiKeyTeam(_Strict):
+    """A credential's SHA-256 hex prefix and the team it is metered under."""
+
+    sha256_prefix: str
+    team: str
+
+    @field_validator("sha256_prefix", mode="before")
+    @classmethod
+    def _prefix(cls, value: object) -> str:
+        if not isinstance(value, str):
+            raise ValueError("must be a quoted string of hex digits")
+        value = value.strip().lower()
+        if not value or set(value) - _HEX:
+            raise ValueError("must be hex digits only (the start of a sha256 hex digest)")
+        if len(value) < 8:
+            raise ValueError("must be at least 8 hex digits")
+        if len(value) > 64:
+            raise ValueError("longer than a sha256 hex digest (64 digits)")
+        return value
+
+    @field_validator("team")
+    @classmethod
+    def _team(cls, value: str) -> str:
+        return _team_name(value)
+
+
+Source = Literal["header", "api_key"]
+
+
+def _default_sources() -> list[Source]:
+    return ["header", "api_key"]
+
+
+class AttributionConfig(_Strict):
+    """``metrics.attribution``: the bounded ``team`` label, from a header or a key hash."""
+
+    from_: list[Source] = Field(default_factory=_default_sources, alias="from", min_length=1)
+    header: str = "x-trimgate-agent"
+    api_keys: list[ApiKeyTeam] = Field(default_factory=list)
+    allow: list[str] | None = None
+    max_values: int = Field(default=50, ge=1, le=1000)
+
+    @field_validator("from_")
+    @classmethod
+    def _sources(cls, value: list[Source]) -> list[Source]:
+        if len(set(value)) != len(value):
+            raise ValueError("names a source twice")
+        return value
+
+    @field_validator("header")
+    @classmethod
+    def _header(cls, value: str) -> str:
+        value = value.strip().lower()
+        if not value or set(value) - _TOKEN_CHARS:
+            raise ValueError("not a header name")
+        if value in CREDENTIAL_HEADERS:
+            raise ValueError("carries a credential: its value would be exported as a label")
+        return value
+
+    @field_validator("api_keys")
+    @classmethod
+    def _keys(cls, value: list[ApiKeyTeam]) -> list[ApiKeyTeam]:
+        teams: dict[str, str] = {}
+        for key in value:
+            if teams.setdefault(key.sha256_prefix, key.team) != key.team:
+                raise ValueError(f"prefix {key.sha256_prefix} is given two teams")
+        return value
+
+    @field_validator("allow")
+    @classmethod
+    def _allow(cls, value: list[str] | None, info: ValidationInfo) -> list[str] | None:
+        if value is None:
+            return None
+        for team in value:
+            _team_name(team)
+        missing = {k.team for k in info.data.get("api_keys", [])} - set(value)
+        if missing:
+            raise ValueError(f"does not list the api_keys team(s) {', '.join(sorted(missing))}")
+        return value
+
+    @field_validator("max_values")
+    @classmethod
+    def _max_values(cls, value: int, info: ValidationInfo) -> int:
+        teams = {k.team for k in info.data.get("api_keys", [])}
+        if info.data.get("allow") is None and len(teams) > value:
+            raise ValueError(f"below the {len(teams)} teams of api_keys")
+        return value
+
+
+class MetricsConfig(_Strict):
+    attribution: AttributionConfig | None = None  # absent: no team label (off)
+
+
 def _default_upstreams() -> dict[str, UpstreamConfig]:
+    """One upstream per provider, named after it, at the provider's own API."""
     return {
-        "openai": UpstreamConfig(provider="openai", base_url="https://api.openai.com"),
-        "anthropic": UpstreamConfig(provider="anthropic", base_url="https://api.anthropic.com"),
-        "gemini": UpstreamConfig(
-            provider="gemini", base_url="https://generativelanguage.googleapis.com"
-        ),
+        provider: UpstreamConfig(provider=provider, base_url=url)
+        for provider, url in REGISTRY.base_urls().items()
     }
 
 
@@ -197,20 +324,13 @@ class Config(_Strict):
     upstreams: dict[str, UpstreamConfig] = Field(default_factory=_default_upstreams)
     models: list[ModelEntry] = Field(default_factory=list)
     trimming: TrimmingConfig = TrimmingConfig()
+    metrics: MetricsConfig = MetricsConfig()
 
     @model_validator(mode="after")
     def _check(self) -> Config:
-        prefixes: dict[str, str] = {}
-        for name, up in self.upstreams.items():
-            if up.prefix is None:
-                continue
-            if up.prefix in prefixes:
-                raise ValueError(
-                    f"upstreams.{name}.prefix: same prefix as upstreams.{prefixes[up.prefix]}"
-                )
-            prefixes[up.prefix] = name
-        if self.server.admin_port is not None and self.server.admin_port == self.server.port:
-            raise ValueError("server.admin_port: must differ from server.port")
+        problems = config_wide_problems(self.model_dump())
+        if problems:  # parse_config reports them one per line, with the others
+            raise ValueError("\n".join(problems))
         return self
 
     def for_model(self, override: TrimmingOverride | None) -> TrimmingConfig:
@@ -225,15 +345,48 @@ class Config(_Strict):
         return self.trimming.model_copy(update=update)
 
 
+def config_wide_problems(data: dict[str, Any]) -> list[str]:
+    """Problems between keys (a prefix used twice, ``admin_port`` equal to ``port``),
+    each on its own line. Read from the raw data too, so that they are reported
+    alongside the problems of single keys rather than after they are fixed."""
+    problems: list[str] = []
+    upstreams = data.get("upstreams")
+    if isinstance(upstreams, dict):
+        seen: dict[str, str] = {}
+        for name, up in upstreams.items():
+            prefix = up.get("prefix") if isinstance(up, dict) else None
+            if not isinstance(prefix, str) or not prefix.startswith("/"):
+                continue
+            prefix = prefix.rstrip("/")
+            if prefix in seen:
+                problems.append(f"upstreams.{name}.prefix: same prefix as upstreams.{seen[prefix]}")
+            elif prefix:
+                seen[prefix] = name
+    server = data.get("server")
+    if isinstance(server, dict):
+        port = server.get("port", ServerConfig.model_fields["port"].default)
+        admin = server.get("admin_port")
+        if isinstance(admin, int) and admin == port:
+            problems.append("server.admin_port: must differ from server.port")
+    return problems
+
+
 def parse_config(data: object) -> Config:
     if data is None:
         data = {}
     if not isinstance(data, dict):
         raise ConfigError(["(top level): must be a mapping"])
+    wide = config_wide_problems(data)
     try:
-        return Config.model_validate(data)
+        config = Config.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError([_problem(e) for e in exc.errors()]) from exc
+        problems = [_problem(e) for e in exc.errors() if e["loc"]]
+        for e in exc.errors():  # the model's own check: the same lines as ``wide``
+            if not e["loc"]:
+                wide += _problem(e).split("\n")
+        problems += dict.fromkeys(wide)  # each once, in order
+        raise ConfigError(problems) from exc
+    return config
 
 
 def _problem(error: Any) -> str:
@@ -249,6 +402,45 @@ def _problem(error: Any) -> str:
     return f"{path}: {message}"
 
 
+_VERSION_TAIL = re.compile(r"/(v1(?:(?:beta|alpha)\d*)?)$")
+
+
+def config_warnings(config: Config) -> list[str]:
+    """Settings that validate but probably do not do what was meant: one line each.
+
+    A ``base_url`` ending in the API version doubles it: SDKs already send ``/v1/...``
+    (Anthropic always, OpenAI when pointed at a base URL ending in ``/v1``, Gemini its
+    ``/v1beta/...``), so the provider would be asked for ``/v1/v1/...`` and answer 404.
+    An OpenAI-format upstream may take clients that send ``/chat/completions`` without
+    the version (docs/reference.md, "Routing"): its warning says when the doubling applies.
+    """
+    problems: list[str] = []
+    listen = f"http://{config.server.host}:{config.server.port}"
+    for name, up in config.upstreams.items():
+        found = _VERSION_TAIL.search(urlsplit(up.base_url).path)
+        if found is None:
+            continue
+        tail = "/" + found.group(1)
+        fix = up.base_url[: -len(tail)]
+        key = f"upstreams.{name}.base_url: ends in {tail}"
+        if up.provider == "openai":
+            if tail != "/v1":
+                continue
+            at = listen + (up.prefix or "")
+            problems.append(
+                f"{key}; a request that already carries /v1 (an SDK pointed at {at}/v1) "
+                f"would reach the provider as /v1/v1/... — use {fix}, "
+                f"or point SDKs at {at} without /v1"
+            )
+        else:
+            sent = "/v1" if up.provider == "anthropic" else "/v1beta"
+            problems.append(
+                f"{key}; requests already carry {sent}, so the provider would get "
+                f"{tail}{sent}/... — use {fix}"
+            )
+    return problems
+
+
 def load_config(path: str | os.PathLike[str] | None = None) -> Config:
     """The config from ``path``, else from ``$TRIMGATE_CONFIG``, else the defaults."""
     if path is None:
@@ -259,6 +451,8 @@ def load_config(path: str | os.PathLike[str] | None = None) -> Config:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError([f"{path}: cannot read ({exc.strerror})"]) from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError([f"{path}: not UTF-8 text (byte {exc.start})"]) from exc
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -275,7 +469,7 @@ def _yaml_where(exc: yaml.YAMLError) -> str:
 
 def redacted(config: Config) -> dict[str, Any]:
     """The effective config as plain data, secrets replaced."""
-    data = config.model_dump(mode="json")
+    data = config.model_dump(mode="json", by_alias=True)
     if data["server"].get("admin_token"):
         data["server"]["admin_token"] = REDACTED
     for up in data["upstreams"].values():

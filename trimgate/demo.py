@@ -1,10 +1,16 @@
-"""trimgate demo: a self-contained tour on loopback, no network, no API key.
+"""trimgate demo: a one-second tour on loopback, no network, no API key.
 
 A built-in fake provider speaks the OpenAI chat API with a small context
 window (and, like a real tokenizer, counts about 30% more tokens than
 trimgate's estimate). trimgate sits in front of it. A scripted coding agent
 holds a long conversation with tool calls through trimgate, and the tour
-prints what trimgate did on every request and where to look for it.
+prints what trimgate did on every request and where to look for it:
+
+1. preemptive trims: the history outgrows the window, the oldest whole turns go;
+2. a reactive retry: one tool result (a base64 file) costs the provider's tokenizer far
+   more than trimgate's estimate, the provider answers "context length exceeded" once,
+   and trimgate drops more turns and resends before the agent sees anything;
+3. (to come) the cache-stable cut: its place in ``run_demo`` is marked "Step 3".
 """
 
 from __future__ import annotations
@@ -24,13 +30,15 @@ from trimgate.proxy.serve import proxy_site
 WINDOW = 6000  # the fake model's real context window, in its own tokens
 TOKEN_RATIO = 1.3  # the fake tokenizer counts this many tokens per estimated token
 TURNS = 24
+BLOB_TURN = 19  # this turn's tool result is a base64 file
+BLOB_CHARS = 2400
+BLOB_CHARS_PER_TOKEN = 1.6  # base64 tokenizes badly: far more tokens than bytes / 4
 
 
 def _fake_provider() -> web.Application:
     async def chat(request: web.Request) -> web.Response:
         body = await request.json()
-        text = sum(len(orjson.dumps(m)) for m in body["messages"])
-        tokens = math.ceil(text / 4 * TOKEN_RATIO)
+        tokens = sum(_fake_tokens(m) for m in body["messages"])
         if tokens > WINDOW:
             error = {
                 "message": (
@@ -64,10 +72,26 @@ def _fake_provider() -> web.Application:
     return app
 
 
+def _fake_tokens(message: dict[str, Any]) -> int:
+    """The fake tokenizer: 30% above trimgate's estimate, base64 far more."""
+    content = message.get("content")
+    if isinstance(content, str) and content.startswith("data:image/png;base64,"):
+        return math.ceil(len(content) / BLOB_CHARS_PER_TOKEN)
+    return math.ceil(len(orjson.dumps(message)) / 4 * TOKEN_RATIO)
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def _blob() -> str:
+    """A screenshot the agent's tool returned as base64 (deterministic bytes)."""
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+    return "data:image/png;base64," + "".join(
+        alphabet[(i * 37 + i // 7) % 64] for i in range(BLOB_CHARS)
+    )
 
 
 def _turn(t: int) -> list[dict[str, Any]]:
@@ -86,7 +110,7 @@ def _turn(t: int) -> list[dict[str, Any]]:
                 }
             ],
         },
-        {"role": "tool", "tool_call_id": cid, "content": listing},
+        {"role": "tool", "tool_call_id": cid, "content": _blob() if t == BLOB_TURN else listing},
         {"role": "assistant", "content": f"Module {t} fixed: the handler now validates input."},
     ]
 
@@ -113,16 +137,19 @@ async def run_demo(out: Any = print) -> int:
     await proxy_site(runner, "127.0.0.1", port).start()  # as `trimgate serve` listens
     base = f"http://127.0.0.1:{port}"
 
-    out("trimgate demo")
+    out("trimgate demo: a one-second tour on loopback (no network, no API key)")
     out(f"  fake provider (OpenAI chat API, {WINDOW}-token window) on 127.0.0.1:{fake_port}")
     out(f"  trimgate proxy on {base}  (the agent's base URL: {base}/v1)")
     out("")
-    out(" req | history msgs | forwarded | trimmed | reason     | dropped turns | tokens ")
-    out("-----+--------------+-----------+---------+------------+---------------+----------------")
+    out(f"A scripted coding agent sends its whole history, {TURNS} requests:")
+    out("")
+    out(" req | history msgs | forwarded | trimmed | reason     | retries | dropped turns | tokens")
+    out("-----+--------------+-----------+---------+------------+---------+---------------+-------")
     history: list[dict[str, Any]] = [
         {"role": "system", "content": "You are a coding agent. Use tools to read files."}
     ]
     last_headers: dict[str, str] = {}
+    retried: tuple[int, dict[str, str]] | None = None  # the first reactive request
     try:
         async with aiohttp.ClientSession() as session:
             for t in range(TURNS):
@@ -136,12 +163,15 @@ async def run_demo(out: Any = print) -> int:
                     answer = await resp.json()
                     h = resp.headers
                     last_headers = {k: v for k, v in h.items() if k.startswith("x-trimgate-")}
+                if retried is None and h.get("x-trimgate-reason") == "reactive":
+                    retried = (t + 1, last_headers)
                 forwarded = h.get("x-demo-forwarded-messages", "-")
                 if resp.status != 200:
                     forwarded = f"error {resp.status}: {answer}"
                 out(
                     f" {t + 1:3d} | {len(history):12d} | {forwarded:>9} | "
                     f"{h['x-trimgate-trimmed']:7} | {h.get('x-trimgate-reason', ''):10} | "
+                    f"{h.get('x-trimgate-retries', '0'):>7} | "
                     f"{h['x-trimgate-dropped-turns']:>13} | "
                     f"{h['x-trimgate-tokens-before']} -> {h['x-trimgate-tokens-after']}"
                     f" (budget {h['x-trimgate-budget']})"
@@ -154,20 +184,28 @@ async def run_demo(out: Any = print) -> int:
         await runner.cleanup()
         await fake_runner.cleanup()
 
-    reactive = [e for e in events if e["reason"] == "reactive"]
     out("")
-    out("The agent kept sending its whole history; trimgate forwarded only what fits the")
-    out("window, dropping the oldest whole turns (a tool call never loses its result) and")
-    out("telling the model so with a breadcrumb message.")
-    out("The fake provider counts more tokens than trimgate's estimate (bytes / 4);")
-    out("trimgate learned the ratio from the usage in each answer (calibration), so the")
-    out("budget holds in the provider's own tokens.")
-    if reactive:
-        out(
-            f"{len(reactive)} request(s) still overflowed at the provider: trimgate dropped "
-            "more turns and retried before answering (reason 'reactive')."
-        )
+    out("1. Preemptive trims. Once the history outgrew the window, trimgate forwarded only")
+    out("   what fits, dropping the oldest whole turns (a tool call never loses its result)")
+    out("   and telling the model so with a breadcrumb message. The fake provider counts")
+    out("   more tokens than trimgate's estimate (bytes / 4); trimgate learned the ratio")
+    out("   from the usage in each answer (calibration), so the budget holds in the")
+    out("   provider's own tokens.")
     out("")
+    if retried is not None:
+        n, headers = retried
+        out(f"2. A reactive retry (request {n}). The agent's tool had returned a screenshot as")
+        out("   base64, which the provider's tokenizer counts at about 2.5 times trimgate's")
+        out('   estimate. The provider answered 400 "maximum context length ... resulted in N')
+        out('   tokens"; trimgate dropped more whole turns and resent before answering, so no')
+        out("   byte of the failed attempt reached the agent, which got a 200 with:")
+        for k in ("x-trimgate-reason", "x-trimgate-retries", "x-trimgate-dropped-turns"):
+            out(f"     {k}: {headers.get(k)}")
+    else:  # pragma: no cover - the script above always overflows once
+        out("2. (no request overflowed at the provider this time)")
+    out("")
+    # Step 3 (a later change adds it here): the cache-stable cut, i.e. a session whose
+    # trims keep their cut where the provider's prompt cache still holds.
     out("Response headers of the last request:")
     for k, v in sorted(last_headers.items()):
         out(f"  {k}: {v}")

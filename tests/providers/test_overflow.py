@@ -16,16 +16,17 @@ import orjson
 import pytest
 import yaml
 
-from trimgate.providers import overflow
+from trimgate.providers import overflow, overflow_wordings
 from trimgate.providers.overflow import (
     MAX_BYTES,
     Overflow,
     detect_overflow,
     detect_stream_overflow,
 )
+from trimgate.providers.registry import FORMATS
 
 CORPUS_PATH = Path(__file__).resolve().parent.parent / "data" / "error_corpus.yaml"
-WIRE_FORMATS = ("openai", "openai-responses", "anthropic", "gemini")
+WIRE_FORMATS = FORMATS
 REQUIRED_KEYS = {"id", "format", "server", "status", "stream", "body", "overflow", "source"}
 OPTIONAL_KEYS = {"real", "maximum"}
 
@@ -452,7 +453,7 @@ def test_no_regex_is_compiled_per_call(monkeypatch: pytest.MonkeyPatch) -> None:
             detect_stream_overflow(body, wire_format=entry["format"], patterns=patterns)
         else:
             detect_overflow(entry["status"], body, wire_format=entry["format"], patterns=patterns)
-    assert all(isinstance(p, re.Pattern) for p in overflow._PATTERNS)
+    assert all(isinstance(p, re.Pattern) for p in overflow_wordings._PATTERNS)
 
 
 # --------------------------------------------------------------------------- later events

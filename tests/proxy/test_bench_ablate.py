@@ -84,3 +84,15 @@ def test_against_measures_another_install_alongside() -> None:
     for ok_failed in rows.values():
         ok, failed = (int(n) for n in ok_failed.split(" / "))
         assert ok > 0 and failed == 0
+
+
+def test_the_teams_variant_hashes_and_matches_the_bench_key() -> None:
+    from bench.__main__ import trimgate_config
+    from trimgate.attribution import team_resolver
+    from trimgate.config import parse_config
+
+    config = parse_config(ablate.teams(trimgate_config("http://127.0.0.1:9")))
+    resolve = team_resolver(config.metrics.attribution)
+    assert resolve is not None
+    assert resolve({"authorization": f"Bearer {ablate.BENCH_KEY}"}) == "bench"
+    assert resolve({"authorization": "Bearer another"}) == "unattributed"

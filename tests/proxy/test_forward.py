@@ -191,8 +191,10 @@ async def test_kept_openai_messages_reach_the_provider_as_the_client_wrote_them(
         ("/v1/messages", anthropic_messages(8)),
         ("/v1/responses", responses_input(8)),
         ("/v1beta/models/small-1:generateContent", gemini_contents(8)),
+        ("/v1/models/small-1:generateContent", gemini_contents(8)),
+        ("/v1alpha/models/small-1:streamGenerateContent", gemini_contents(8)),
     ],
-    ids=["anthropic", "responses", "gemini"],
+    ids=["anthropic", "responses", "gemini", "gemini-v1", "gemini-v1alpha"],
 )
 async def test_preemptive_trim_other_formats(
     make_stack: MakeStack, path: str, body: dict[str, Any]
@@ -747,8 +749,25 @@ async def test_compressed_answers_are_relayed_as_they_are(make_stack: MakeStack)
     assert await resp.read() == packed
 
 
-async def test_gemini_count_tokens_is_planned_like_a_call(make_stack: MakeStack) -> None:
+async def test_gemini_count_tokens_counts_the_clients_body(make_stack: MakeStack) -> None:
     stack = await make_stack(FakeProvider(lambda r: json_reply({"totalTokens": 77})))
+    body = {"contents": gemini_contents(8)["contents"]}
+    resp = await stack.client.post("/v1beta/models/small-1:countTokens", json=body)
+    assert resp.status == 200 and (await resp.json()) == {"totalTokens": 77}
+    assert resp.headers["x-trimgate-trimmed"] == "false"
+    assert "x-trimgate-skipped" not in resp.headers
+    before = int(resp.headers["x-trimgate-tokens-before"])  # the client's body
+    assert before > int(resp.headers["x-trimgate-tokens-after"])  # what would be forwarded
+    sent = stack.fake.requests[0]
+    assert sent.path == "/v1beta/models/small-1:countTokens"
+    assert orjson.loads(sent.body) == body  # untouched
+    labels = {"upstream": "gemini", "model": "small-*"}
+    assert stack.metric("trimgate_trims_total", **labels, reason="preemptive") == 0
+
+
+async def test_gemini_count_tokens_trimmed_is_planned_like_a_call(make_stack: MakeStack) -> None:
+    fake = FakeProvider(lambda r: json_reply({"totalTokens": 77}))
+    stack = await make_stack(fake, trimming={"count_tokens": "trimmed"})
     resp = await stack.client.post(
         "/v1beta/models/small-1:countTokens", json={"contents": gemini_contents(8)["contents"]}
     )
@@ -795,3 +814,27 @@ async def test_input_cap_bounds_the_budget(make_stack: MakeStack) -> None:
         "/v1/chat/completions", json=openai_chat(1, size=10, model="gpt-5-mini")
     )
     assert resp.headers["x-trimgate-budget"] == "272000"  # no output limit: the cap
+
+
+async def test_orphans_removed_are_not_dropped_messages(make_stack: MakeStack) -> None:
+    stack = await make_stack()
+    call = {"id": "call_lost", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    messages = [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "first"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},  # its result never came
+        {"role": "user", "content": "second"},
+        {"role": "tool", "tool_call_id": "call_never_made", "content": "stray"},
+        {"role": "assistant", "content": "ok"},
+        {"role": "user", "content": "third"},
+    ]
+    resp = await stack.client.post(
+        "/v1/chat/completions", json={"model": "gpt-4o", "messages": messages}
+    )
+    assert resp.status == 200
+    h = resp.headers
+    assert h["x-trimgate-trimmed"] == "false" and h["x-trimgate-dropped-turns"] == "0"
+    assert h["x-trimgate-orphans-removed"] == "2"
+    assert h["x-trimgate-dropped-messages"] == "0"
+    sent = stack.fake.requests[0].json()["messages"]
+    assert [m["role"] for m in sent] == ["system", "user", "user", "assistant", "user"]

@@ -22,7 +22,7 @@ from multidict import CIMultiDict
 from yarl import URL
 
 from trimgate.errors import UpstreamConnectError, UpstreamTimeout
-from trimgate.proxy import h1
+from trimgate.proxy import h1, h1conn, http11
 
 TLS = Path(__file__).parent.parent / "data" / "tls"  # a self-signed test pair for 127.0.0.1
 
@@ -534,7 +534,7 @@ async def test_a_head_in_one_byte_reads() -> None:
 
     async def run() -> None:
         c = client()
-        conn = h1._Conn(c, ("http", "x", 80))
+        conn = h1conn._Conn(c, ("http", "x", 80))
         conn.connection_made(_Transport())  # type: ignore[arg-type]
         waiter = conn.begin(False)
         for i in range(len(raw)):
@@ -639,14 +639,15 @@ async def test_an_answer_read_to_its_end_frees_its_connection_unasked(scripted: 
 def test_control_characters_and_non_tokens_in_a_head_are_refused(head: bytes) -> None:
     # aiohttp's writer would refuse to relay them: the client would get a bare 500
     with pytest.raises(ValueError):
-        h1._parse_head(head + b"\r\nContent-Length: 0")
+        http11.parse_answer_head(head + b"\r\nContent-Length: 0")
 
 
 def test_what_a_head_may_carry_passes_as_it_came() -> None:
-    status, reason, minor, headers = h1._parse_head(
+    answer = http11.parse_answer_head(
         b"HTTP/1.1 429 Too Many Requests\r\nX-Tab: a\tb\r\nX-Utf8: caf\xc3\xa9\r\n"
         b"X-Bad: \xff\r\nX-Fold: one\r\n two\r\nX-Fold: three"
     )
+    status, reason, minor, headers = answer.status, answer.reason, answer.version, answer.headers
     assert (status, reason, minor) == (429, "Too Many Requests", 1)
     assert headers["X-Tab"] == "a\tb" and headers["X-Utf8"] == "café"
     assert headers["X-Bad"].encode("utf-8", "surrogateescape") == b"\xff"  # byte for byte
@@ -735,7 +736,7 @@ def test_any_cut_of_an_answer_gives_the_same_body(
 
     async def run() -> tuple[bytes, bool]:
         c = client()
-        conn = h1._Conn(c, ("http", "x", 80))
+        conn = h1conn._Conn(c, ("http", "x", 80))
         transport = _Transport()
         conn.connection_made(transport)  # type: ignore[arg-type]
         waiter = conn.begin(False)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.proxy.conftest import MakeStack, raw_request
 
 
@@ -18,14 +20,21 @@ async def test_absolute_form_target_is_refused(make_stack: MakeStack) -> None:
     assert stack.fake.requests == []
 
 
-async def test_connect_is_refused(make_stack: MakeStack) -> None:
-    stack = await make_stack()
+@pytest.mark.parametrize("http_server", ["trimgate", "aiohttp"])
+@pytest.mark.parametrize("target", [b"example.com:443", b"/v1/chat/completions"])
+async def test_connect_is_refused_with_400(
+    make_stack: MakeStack, http_server: str, target: bytes
+) -> None:
+    stack = await make_stack(server={"http_server": http_server})
     port = stack.server.port
     assert port is not None
     answer = await raw_request(
-        port, b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n"
+        port, b"CONNECT " + target + b" HTTP/1.1\r\nHost: example.com:443\r\n\r\n"
     )
-    assert answer.startswith(b"HTTP/1.1 4")
+    assert answer.startswith(b"HTTP/1.1 400 ")
+    assert answer.endswith(
+        b'{"error": {"message": "trimgate is not an open proxy", "type": "invalid_request_error"}}'
+    )
     assert stack.fake.requests == []
 
 

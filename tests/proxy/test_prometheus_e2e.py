@@ -1,9 +1,10 @@
 """A real Prometheus scraping a running trimgate.
 
 Trims of each reason (and caps, orphans, tool-result caps, an exhausted
-overflow, calibration) go through trimgate; Prometheus scrapes it every
-second; the test then reads the counters back through Prometheus' HTTP API
-and runs every alert expression and dashboard query of deploy/ against it.
+overflow, calibration) go through trimgate for two teams (metering by team
+on); Prometheus scrapes it every second; the test then reads the counters
+back through Prometheus' HTTP API, per team too, and runs every alert
+expression and dashboard query of deploy/ against it.
 
 Needs Debian's ``prometheus`` package (server and promtool): ``.ci/run``
 installs it. Without it the test is skipped locally and fails under CI.
@@ -23,7 +24,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from tests.fakes import FakeProvider, Recorded, Reply, json_reply, openai_ok, openai_overflow
+from tests.fakes import FakeProvider, Recorded, Reply, json_reply, openai_cached_ok, openai_overflow
 from tests.proxy.bodies import openai_chat
 from tests.proxy.conftest import MakeStack, Stack
 
@@ -76,11 +77,28 @@ def responder(r: Recorded) -> Reply:
     body = r.json()
     if "overflow-always" in str(body.get("model")):
         return openai_overflow(200_000, 128_000)
-    return json_reply(openai_ok(int(len(r.body) / 4 * 1.2)))
+    prompt = int(len(r.body) / 4 * 1.2)
+    return json_reply(openai_cached_ok(prompt, prompt // 2))  # half of it from the cache
 
 
-async def drive(stack: Stack) -> None:
-    post = stack.client.post
+TEAMS = ("payments", "search")
+
+
+def total(stack: Stack, name: str, **labels: str) -> float:
+    """The sum of ``name``'s samples that carry ``labels`` (whatever their team)."""
+    return sum(
+        s.value
+        for family in stack.registry.collect()
+        for s in family.samples
+        if s.name == name and labels.items() <= s.labels.items()
+    )
+
+
+async def drive(stack: Stack, team: str) -> None:
+    async def post(path: str, json: dict[str, Any]) -> None:
+        resp = await stack.client.post(path, json=json, headers={"x-trimgate-agent": team})
+        await resp.read()
+
     for _ in range(3):  # preemptive
         await post("/v1/chat/completions", json=openai_chat(8, model="small-1"))
     stack.fake.then(openai_overflow(150_000, 128_000))  # reactive
@@ -104,6 +122,7 @@ async def test_real_prometheus_scrapes_trimgate(make_stack: MakeStack, tmp_path:
                 "trimming": {"max_history_messages": 4, "max_tool_result_chars": 100},
             },
         ],
+        metrics={"attribution": {"allow": list(TEAMS)}},
     )
     target = stack.base.removeprefix("http://")
     port = free_port()
@@ -142,8 +161,9 @@ async def test_real_prometheus_scrapes_trimgate(make_stack: MakeStack, tmp_path:
             # Twice, with scrapes between: rate() and increase() need a series to
             # exist before it moves.
             for _ in range(2):
-                await drive(stack)
-                await stack.client.post(
+                for team in TEAMS:
+                    await drive(stack, team)
+                await stack.client.post(  # no team: unattributed
                     "/v1/chat/completions", json=openai_chat(8, size=600, model="capped-1")
                 )
                 wanted = 'trimgate_trims_total{reason="reactive"}'
@@ -154,15 +174,11 @@ async def test_real_prometheus_scrapes_trimgate(make_stack: MakeStack, tmp_path:
                 await asyncio.sleep(3)
 
             trims = await value(session, base, 'sum(trimgate_trims_total{reason="preemptive"})')
-            assert trims == stack.metric(
-                "trimgate_trims_total", upstream="openai", model="small-*", reason="preemptive"
-            ) + stack.metric(
-                "trimgate_trims_total", upstream="openai", model="capped-*", reason="preemptive"
-            )
-            assert trims >= 6
-            assert await value(session, base, "sum(trimgate_trims_total{reason='reactive'})") == 2
-            assert await value(session, base, "sum(trimgate_trim_exhausted_total)") == 2
-            assert (await value(session, base, "sum(trimgate_context_overflows_total)") or 0) >= 2
+            assert trims == total(stack, "trimgate_trims_total", reason="preemptive")
+            assert trims >= 12
+            assert await value(session, base, "sum(trimgate_trims_total{reason='reactive'})") == 4
+            assert await value(session, base, "sum(trimgate_trim_exhausted_total)") == 4
+            assert (await value(session, base, "sum(trimgate_context_overflows_total)") or 0) >= 4
             assert (await value(session, base, "sum(trimgate_orphans_removed_total)") or 0) >= 1
             assert (await value(session, base, "sum(trimgate_capped_messages_total)") or 0) >= 1
             assert (await value(session, base, "sum(trimgate_tool_results_capped_total)") or 0) >= 1
@@ -170,10 +186,33 @@ async def test_real_prometheus_scrapes_trimgate(make_stack: MakeStack, tmp_path:
                 session, base, 'trimgate_estimate_calibration_ratio{model="gpt-4o"}'
             )
             assert ratio is not None and ratio > 1.0
+            cached = await value(session, base, "sum(trimgate_prompt_cache_read_tokens_total)")
+            assert cached is not None and cached > 0
+            shares = await query(
+                session, base, "upstream_model:trimgate_trimmed_prompt_cache_share:ratio15m"
+            )
+            assert shares and all(0.45 < float(r["value"][1]) <= 0.5 for r in shares)
             models = {
                 r["metric"]["model"] for r in await query(session, base, "trimgate_requests_total")
             }
             assert models <= {"small-*", "capped-*", "gpt-4o", "other"}
+
+            # by team: each team's own counts, and the recording rules per team
+            for team in TEAMS:
+                by_team = f'sum(trimgate_trims_total{{team="{team}"}})'
+                assert await value(session, base, by_team) == total(
+                    stack, "trimgate_trims_total", team=team
+                )
+                exhausted = f'sum(trimgate_trim_exhausted_total{{team="{team}"}})'
+                assert await value(session, base, exhausted) == 2
+            teams = {
+                r["metric"]["team"]
+                for r in await query(session, base, "team:trimgate_trim_share:ratio15m")
+            }
+            assert teams == {*TEAMS, "unattributed"}
+            dropped = await query(session, base, "team:trimgate_tokens_dropped:rate5m")
+            assert {r["metric"]["team"] for r in dropped} >= set(TEAMS)
+            assert all(float(r["value"][1]) > 0 for r in dropped if r["metric"]["team"] in TEAMS)
 
         check = await asyncio.to_thread(
             subprocess.run,

@@ -7,6 +7,7 @@ from typing import Any
 
 import anthropic
 import openai
+import orjson
 import pytest
 
 from tests.fakes import (
@@ -318,20 +319,30 @@ async def test_anthropic_reactive_and_exhausted(make_stack: MakeStack) -> None:
     assert "prompt is too long" in str(info.value)
 
 
-async def test_anthropic_count_tokens_is_planned_like_a_call(make_stack: MakeStack) -> None:
-    stack = await make_stack(FakeProvider(lambda r: json_reply({"input_tokens": 321})))
+@pytest.mark.parametrize("count", ["client", "trimmed"])
+async def test_anthropic_count_tokens(make_stack: MakeStack, count: str) -> None:
+    fake = FakeProvider(lambda r: json_reply({"input_tokens": 321}))
+    stack = await make_stack(fake, trimming={"count_tokens": count})
     async with an_async(stack) as client:
         body = anthropic_messages(8, model="small-1")
         raw = await client.messages.with_raw_response.count_tokens(
             model=body["model"], messages=body["messages"]
         )
-    assert (await raw.parse()).input_tokens == 321
+    assert (await raw.parse()).input_tokens == 321  # the provider's answer, as it came
     assert stack.fake.requests[0].path == "/v1/messages/count_tokens"
-    assert raw.headers["x-trimgate-trimmed"] == "true"
+    # both figures either way: the client's body, and the body trimgate would forward
     assert int(raw.headers["x-trimgate-tokens-before"]) > int(
         raw.headers["x-trimgate-tokens-after"]
     )
-    assert CRUMB.encode() in stack.fake.requests[0].body
+    sent = orjson.loads(stack.fake.requests[0].body)
+    if count == "client":
+        assert raw.headers["x-trimgate-trimmed"] == "false"
+        assert sent["messages"] == body["messages"]
+    else:
+        assert raw.headers["x-trimgate-trimmed"] == "true"
+        assert CRUMB.encode() in stack.fake.requests[0].body
+    # a count is not traffic: no prompt usage is counted from it
+    assert stack.metric("trimgate_prompt_tokens_total", upstream="anthropic", model="small-*") == 0
 
 
 async def test_openai_ok_usage_feeds_calibration(make_stack: MakeStack) -> None:
@@ -341,3 +352,62 @@ async def test_openai_ok_usage_feeds_calibration(make_stack: MakeStack) -> None:
             model="gpt-4o", messages=openai_chat(6, model="gpt-4o")["messages"]
         )
     assert stack.metric("trimgate_estimate_calibration_ratio", model="gpt-4o") > 1.0
+
+
+@pytest.mark.parametrize("budget", ["abc", "-5", "0", "12.5"])
+async def test_openai_bad_budget_header_raises_bad_request_naming_it(
+    make_stack: MakeStack, budget: str
+) -> None:
+    stack = await make_stack()
+    async with oa_async(stack) as client:
+        with pytest.raises(openai.BadRequestError) as info:
+            await client.chat.completions.create(
+                model="gpt-4o",
+                messages=openai_chat(1, model="gpt-4o")["messages"],
+                extra_headers={"x-trimgate-budget": budget},
+            )
+    assert "400 - x-trimgate-budget: must be a whole number of tokens" in info.value.message
+    assert repr(budget) in info.value.message
+    assert info.value.response.headers["x-trimgate-error"] == "true"
+    assert stack.fake.requests == []  # never forwarded
+
+
+async def test_anthropic_bogus_mode_header_raises_bad_request_naming_it(
+    make_stack: MakeStack,
+) -> None:
+    stack = await make_stack()
+    async with an_async(stack) as client:
+        with pytest.raises(anthropic.BadRequestError) as info:
+            await client.messages.create(
+                model="claude-sonnet-4-5",
+                max_tokens=10,
+                messages=anthropic_messages(1)["messages"],
+                extra_headers={"x-trimgate-mode": "bogus"},
+            )
+    body = info.value.body
+    assert isinstance(body, dict)
+    assert body["error"] == {
+        "type": "invalid_request_error",
+        "message": "x-trimgate-mode: must be one of enforce, shadow, off (got 'bogus')",
+    }
+    assert stack.fake.requests == []
+
+
+async def test_bad_control_headers_get_the_gemini_envelope_and_good_ones_pass(
+    make_stack: MakeStack,
+) -> None:
+    stack = await make_stack()
+    resp = await stack.client.post(
+        "/v1beta/models/gemini-2.5-flash:generateContent",
+        json={"contents": [{"role": "user", "parts": [{"text": "hi"}]}]},
+        headers={"x-trimgate-budget": "lots"},
+    )
+    assert resp.status == 400
+    assert (await resp.json())["error"]["status"] == "INVALID_ARGUMENT"
+    assert stack.fake.requests == []
+    ok = await stack.client.post(  # any case of a mode, spaces and an empty budget are fine
+        "/v1/chat/completions",
+        json=openai_chat(1, model="gpt-4o"),
+        headers={"x-trimgate-mode": " Shadow ", "x-trimgate-budget": ""},
+    )
+    assert ok.status == 200 and ok.headers["x-trimgate-shadow"] == "true"

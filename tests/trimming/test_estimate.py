@@ -9,6 +9,7 @@ from trimgate.trimming.estimate import (
     MAX_RATIO,
     MIN_RATIO,
     Calibration,
+    framed_tokens,
     message_tokens,
     nonascii_utf8_len,
     observe,
@@ -27,6 +28,16 @@ ANY_TEXT = st.text(st.characters(min_codepoint=0, max_codepoint=0x10FFFF, catego
 )
 def test_reference_anchors(nbytes: int, tokens: int) -> None:
     assert message_tokens(nbytes) == tokens
+    assert framed_tokens(nbytes) == tokens
+
+
+@given(st.integers(min_value=0, max_value=2**40), st.integers(0, 50), st.integers(0, 5000))
+def test_one_formula(nbytes: int, media: int, media_tokens: int) -> None:
+    """framed_tokens is message_tokens without media; both are ceil(bytes / 4) + framing."""
+    assert framed_tokens(nbytes) == message_tokens(nbytes) == -(-nbytes // 4) + 4
+    assert message_tokens(nbytes, media, media_tokens) == framed_tokens(nbytes) + (
+        media * media_tokens
+    )
 
 
 def test_utf8_bytes_not_characters() -> None:

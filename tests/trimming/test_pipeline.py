@@ -101,3 +101,19 @@ def test_breadcrumb_goes_after_pinned_server_state_results() -> None:
     c = conv("sys", [stored], "u1" + "x" * 400, "a1", "u2", "a2")
     p = plan(c, Policy(budget=60, breadcrumb_tokens=CRUMB))
     assert idx(p.kept) == [0, 1, 4, 5] and p.breadcrumb_at == 2
+
+
+def test_dropped_messages_counts_trim_and_cap_not_the_orphan_sweep() -> None:
+    # a call whose result never came, and a result whose call was never made
+    orphan_call = msg("a call", Role.ASSISTANT, calls=("lost",), other_content=False)
+    orphan_result = msg(
+        "t result", Role.TOOL, results=("never",), anonymous_results=False, other_content=False
+    )
+    c = conv("s", "u1", [orphan_call], "u2", [orphan_result], "a2", "u3")
+    swept = plan(c, Policy(budget=100_000, breadcrumb_tokens=CRUMB))
+    r = swept.report
+    assert swept.changed and not r.trimmed and r.orphans_removed == 2
+    assert r.dropped_messages == 0 and r.dropped_turns == 0
+    capped = plan(c, Policy(budget=100_000, breadcrumb_tokens=CRUMB, max_messages=3))
+    assert capped.report.capped_messages > 0
+    assert capped.report.dropped_messages == capped.report.capped_messages

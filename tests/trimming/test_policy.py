@@ -13,9 +13,11 @@ from trimgate.trimming.estimate import Calibration, text_tokens
 from trimgate.trimming.pipeline import Policy, TrimReport
 from trimgate.trimming.policy import (
     MAX_CALIBRATED_MODELS,
+    MIN_LEARNED_WINDOW,
     Settings,
     breadcrumb_tokens,
     learned,
+    learned_window,
     make_policy,
     may_retry,
     next_attempt,
@@ -142,3 +144,16 @@ def test_calibration_keeps_a_bounded_set_of_models() -> None:
     assert planning_ratio(full, "m1", s) == 1.5
     assert planning_ratio(full, "new", s) == 1.0
     assert planning_ratio(full, "m1", replace(s, calibrate=False)) == 1.0
+
+
+def test_an_overflow_teaches_the_maximum_it_states() -> None:
+    assert learned_window(32_768) == 32_768
+    assert learned_window(None) is None  # nothing stated: nothing learned
+    assert learned_window(MIN_LEARNED_WINDOW - 1) is None  # no window is that small
+    assert learned_window(MIN_LEARNED_WINDOW) == MIN_LEARNED_WINDOW
+
+
+def test_the_fallback_window_is_unset_by_default() -> None:
+    assert TrimmingConfig().max_context_tokens is None
+    assert TrimmingConfig().settings().max_context_tokens is None
+    assert TrimmingConfig(max_context_tokens=0).settings().max_context_tokens == 0

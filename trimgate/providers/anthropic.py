@@ -41,16 +41,22 @@ so this is a guard, not the common path).
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from typing import Any, Final
 
 import orjson
 from orjson import dumps
 
 from trimgate.errors import DecodeError
 from trimgate.history import Conversation, Message, Role, text_message
-from trimgate.providers.base import JSON, CodecBase, Decoded, DecodeOptions
+from trimgate.providers.base import JSON, ChatRoute, CodecBase, Decoded, DecodeOptions, Usage
 from trimgate.providers.common import json_bytes, rebuild, utf8_len
-from trimgate.trimming.estimate import MESSAGE_FRAMING_TOKENS, bytes_tokens, nonascii_utf8_len
+from trimgate.trimming.estimate import (
+    bytes_tokens,
+    framed_tokens,
+    message_tokens,
+    nonascii_utf8_len,
+)
 from trimgate.trimming.pipeline import TrimPlan
 
 __all__ = ["CODEC", "AnthropicCodec"]
@@ -122,9 +128,50 @@ def _system_bytes(system: Any) -> int:
     raise DecodeError("system is not a string or a list")
 
 
+# trimgate's own errors: the Anthropic error ``type`` of each status it answers with
+_ERROR_TYPES: Final = {
+    400: "invalid_request_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    502: "api_error",
+    503: "overloaded_error",
+    504: "timeout_error",
+}
+_GUESS_PARTS: Final = ("tool_use", "tool_result", "thinking")  # content parts only it has
+
+
 class AnthropicCodec(CodecBase):
     wire_format = "anthropic"
+    provider = "anthropic"
+    default_base_url = "https://api.anthropic.com"
+    chat_routes: tuple[ChatRoute, ...] = (
+        ChatRoute("/v1/messages"),
+        ChatRoute("/v1/messages/count_tokens", count_tokens=True),
+    )
+    provider_paths: re.Pattern[str] | None = re.compile(r"/v1/messages(?:/|\Z)")
+    default_path = "/v1/messages"
     stream_usage_markers: tuple[bytes, ...] = (b"input_tokens",)
+
+    def error_body(self, status: int, message: str, request_id: str) -> dict[str, Any]:
+        return {
+            "type": "error",
+            "error": {"type": _ERROR_TYPES.get(status, "api_error"), "message": message},
+        }
+
+    def guess(self, body: dict[str, Any]) -> int:
+        if "system" in body or (
+            isinstance(body.get("max_tokens"), int)
+            and "anthropic" in str(body.get("model", "")).lower()
+        ):
+            return 1
+        messages = body.get("messages")
+        if isinstance(messages, list):
+            for m in messages:
+                if isinstance(m, dict) and isinstance(m.get("content"), list):
+                    for part in m["content"]:
+                        if isinstance(part, dict) and part.get("type") in _GUESS_PARTS:
+                            return 1
+        return 0
 
     # -- requests ---------------------------------------------------------------
 
@@ -138,7 +185,6 @@ class AnthropicCodec(CodecBase):
         breadcrumb = options.breadcrumb
         media_tokens = options.media_tokens
         user, assistant = Role.USER, Role.ASSISTANT  # locals: the loop is hot
-        framing = MESSAGE_FRAMING_TOKENS
         messages: list[Message] = []
         append = messages.append
         for index, item in enumerate(items):
@@ -163,7 +209,7 @@ class AnthropicCodec(CodecBase):
                         text_message(
                             index,
                             user,
-                            (nbytes + 3) // 4 + framing,
+                            framed_tokens(nbytes),
                             nbytes,
                             not is_crumb,
                             0,
@@ -171,7 +217,7 @@ class AnthropicCodec(CodecBase):
                         )
                     )
                 else:
-                    append(text_message(index, role, (nbytes + 3) // 4 + framing, nbytes))
+                    append(text_message(index, role, framed_tokens(nbytes), nbytes))
                 continue
             if type(content) is not list:
                 raise DecodeError("message content is not a string or a list")
@@ -249,7 +295,7 @@ class AnthropicCodec(CodecBase):
                 Message(
                     index,
                     role,
-                    (nbytes + 3) // 4 + framing + media * media_tokens,  # message_tokens
+                    message_tokens(nbytes, media, media_tokens),
                     nbytes,
                     role is user and not has_result and not is_crumb,  # turn_start
                     tuple(calls) if calls else (),
@@ -282,6 +328,7 @@ class AnthropicCodec(CodecBase):
             ),
             stream=body.get("stream") is True and not count_tokens,
             hoistable=False,
+            provider_managed=_provider_managed(body.get("context_management")),
         )
 
     def encode(self, decoded: Decoded, plan: TrimPlan, *, breadcrumb: str) -> dict[str, Any]:
@@ -298,9 +345,9 @@ class AnthropicCodec(CodecBase):
 
     # -- answers ----------------------------------------------------------------
 
-    def usage(self, body: JSON) -> int | None:
-        """``usage`` of a Messages answer (input + cache read + cache creation),
-        or the ``input_tokens`` of a count_tokens answer."""
+    def prompt_usage(self, body: JSON) -> Usage | None:
+        """``usage`` of a Messages answer (prompt: input + cache read + cache creation;
+        cached: cache read), or the ``input_tokens`` of a count_tokens answer."""
         if not isinstance(body, dict):
             return None
         usage = body.get("usage")
@@ -313,36 +360,64 @@ class AnthropicCodec(CodecBase):
             return None
         return _usage_total(body)  # count_tokens: {"input_tokens": N}
 
-    def stream_usage(self, data: str) -> int | None:
-        """The prompt tokens of a ``message_start`` event (the only event whose
-        usage states the prompt; ``message_delta`` repeats it cumulatively)."""
-        if "message_start" not in data or "input_tokens" not in data:
+    def stream_prompt_usage(self, data: str) -> Usage | None:
+        """The prompt usage of a ``message_start`` event, or of a ``message_delta`` that
+        restates it whole (its usage is cumulative)."""
+        if "input_tokens" not in data:
+            return None
+        if "message_start" not in data and "message_delta" not in data:
             return None
         try:
             event = orjson.loads(data)
         except orjson.JSONDecodeError:
             return None
-        if not isinstance(event, dict) or event.get("type") != "message_start":
+        if not isinstance(event, dict):
             return None
-        message = event.get("message")
-        if not isinstance(message, dict):
+        kind = event.get("type")
+        if kind == "message_start":
+            message = event.get("message")
+            if not isinstance(message, dict):
+                return None
+            usage = message.get("usage")
+        elif kind == "message_delta":
+            # Each count it states replaces message_start's (the SDKs merge them so): a
+            # delta that states all three replaces the usage, a partial one is ignored.
+            usage = event.get("usage")
+            if not isinstance(usage, dict) or not all(
+                _is_count(usage.get(key)) for key in _PROMPT_KEYS
+            ):
+                return None
+        else:
             return None
-        usage = message.get("usage")
         return _usage_total(usage) if isinstance(usage, dict) else None
+
+
+def _provider_managed(config: Any) -> bool:
+    """``context_management`` with at least one edit (clearing tool uses or thinking,
+    server-side compaction): Anthropic manages the context of this request."""
+    if not isinstance(config, dict):
+        return False
+    edits = config.get("edits")
+    return isinstance(edits, list) and len(edits) > 0
+
+
+_PROMPT_KEYS = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _int(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
-def _usage_total(usage: dict[str, Any]) -> int | None:
+def _usage_total(usage: dict[str, Any]) -> Usage | None:
     if not isinstance(usage.get("input_tokens"), int):
         return None
-    return (
-        _int(usage.get("input_tokens"))
-        + _int(usage.get("cache_read_input_tokens"))
-        + _int(usage.get("cache_creation_input_tokens"))
-    )
+    read = _int(usage.get("cache_read_input_tokens"))
+    total = _int(usage.get("input_tokens")) + read + _int(usage.get("cache_creation_input_tokens"))
+    return total, read
 
 
 # -- encode helpers: each returns a copy, never mutates ---------------------------

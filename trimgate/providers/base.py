@@ -1,5 +1,12 @@
 """The codec protocol: one pure module per wire format implements it.
 
+A codec is all trimgate knows of a wire format: its name and provider, the chat
+endpoints it examines, which paths belong to its provider, the error envelope
+trimgate answers in, how a bare body looks (``trimgate trim`` without
+``--format``), and the markers of the streamed events that carry usage.
+``registry.py`` lists the codecs; routing, the error answers, the config and the
+CLI read them from there.
+
 A codec decodes a request body (already parsed JSON) into the neutral
 ``Conversation`` and encodes a ``TrimPlan`` back into a body built from the
 original items: untouched items come out as the very same objects, unknown
@@ -10,6 +17,7 @@ the prompt-token usage that calibration learns from.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -24,6 +32,19 @@ from trimgate.providers.overflow import (
 from trimgate.trimming.pipeline import TrimPlan
 
 JSON = Any  # parsed JSON (orjson.loads): dict / list / str / int / float / bool / None
+# A provider's usage of one answer: (prompt tokens in all, of them read from its prompt cache)
+Usage = tuple[int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class ChatRoute:
+    """A chat endpoint a codec examines: ``method`` requests whose path (after an
+    upstream's prefix) equals ``path``, or, for a compiled pattern, that it ``match``es
+    (a pattern anchors its own end)."""
+
+    path: str | re.Pattern[str]
+    count_tokens: bool = False  # a token-count endpoint: it answers a count, generates nothing
+    method: str = "POST"
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,13 +66,34 @@ class Decoded:
     # Set when the request must be forwarded untouched although it parsed,
     # e.g. Responses ``input`` given as a plain string (nothing to trim).
     skip: str | None = None
+    # The request asks the provider to manage its own context (Anthropic or Responses
+    # ``context_management``, Responses ``truncation: "auto"``)
+    provider_managed: bool = False
 
 
 class Codec(Protocol):
-    wire_format: str
+    wire_format: str  # the format's name: a ``trimgate trim --format`` choice, a log field
+    provider: str  # the ``provider`` an upstream names in the config (formats may share one)
+    default_base_url: str  # the provider's API, the built-in upstream of that name
+    chat_routes: tuple[ChatRoute, ...]  # the endpoints whose bodies are decoded and trimmed
+    # Paths the provider's default upstream serves when no upstream prefix matches,
+    # matched at the path's start; None: claims none (the registry's first line takes
+    # every path that no codec claims).
+    provider_paths: re.Pattern[str] | None
+    default_path: str  # the endpoint ``trimgate trim`` decodes a body as; ``{model}`` filled in
     # ``stream_usage`` finds a count only in an event holding one of these byte
     # strings: the relay skips every other event without decoding it.
     stream_usage_markers: tuple[bytes, ...]
+
+    def error_body(self, status: int, message: str, request_id: str) -> dict[str, Any]:
+        """trimgate's own error answer in the provider's envelope, so SDKs raise their usual
+        exceptions (the request id travels in a header, not in the body)."""
+        ...
+
+    def guess(self, body: dict[str, Any]) -> int:
+        """How distinctly ``body`` has this format's shape: 0 not at all. The format with
+        the highest score is the guess; on a tie, the earlier registry line."""
+        ...
 
     def decode(self, body: JSON, *, path: str, options: DecodeOptions) -> Decoded:
         """Raise ``DecodeError`` when the body is not the shape this endpoint expects."""
@@ -93,17 +135,45 @@ class Codec(Protocol):
         """Prompt tokens reported by one streamed event's ``data``, if it has them."""
         ...
 
+    def prompt_usage(self, body: JSON) -> Usage | None:
+        """``usage``'s prompt tokens and, of them, those read from the prompt cache."""
+        ...
+
+    def stream_prompt_usage(self, data: str) -> Usage | None:
+        """``stream_usage``'s prompt tokens and, of them, those read from the cache."""
+        ...
+
 
 class CodecBase:
     """What the codecs share: overflow recognition (the shared detector, told the wire
-    format), and no ``decode_raw`` unless a codec has one."""
+    format), no ``decode_raw`` unless a codec has one, and ``usage`` / ``stream_usage``
+    read from the codec's ``prompt_usage`` / ``stream_prompt_usage``."""
 
     wire_format: str
+    provider: str
+    default_base_url: str
+    chat_routes: tuple[ChatRoute, ...]
+    provider_paths: re.Pattern[str] | None
+    default_path: str
 
     def decode_raw(
         self, raw: bytes, *, path: str, options: DecodeOptions, tool_texts: bool
     ) -> Decoded | None:
         return None
+
+    def prompt_usage(self, body: JSON) -> Usage | None:
+        return None
+
+    def stream_prompt_usage(self, data: str) -> Usage | None:
+        return None
+
+    def usage(self, body: JSON) -> int | None:
+        found = self.prompt_usage(body)
+        return found[0] if found is not None else None
+
+    def stream_usage(self, data: str) -> int | None:
+        found = self.stream_prompt_usage(data)
+        return found[0] if found is not None else None
 
     def detect_overflow(self, status: int, body: bytes, patterns: Patterns = ()) -> Overflow | None:
         return detect_overflow(status, body, wire_format=self.wire_format, patterns=patterns)

@@ -37,9 +37,9 @@ from orjson import dumps
 
 from trimgate.errors import DecodeError
 from trimgate.history import Conversation, Message, Role
-from trimgate.providers.base import JSON, CodecBase, Decoded, DecodeOptions
+from trimgate.providers.base import JSON, ChatRoute, CodecBase, Decoded, DecodeOptions, Usage
 from trimgate.providers.common import json_bytes, rebuild, utf8_len
-from trimgate.trimming.estimate import MESSAGE_FRAMING_TOKENS, bytes_tokens, nonascii_utf8_len
+from trimgate.trimming.estimate import bytes_tokens, message_tokens, nonascii_utf8_len
 from trimgate.trimming.pipeline import TrimPlan
 
 __all__ = ["CODEC", "GeminiCodec", "GeminiDecoded"]
@@ -157,7 +157,6 @@ def _scan(contents: list[Any], options: DecodeOptions) -> list[Message]:
     crumb_len = utf8_len(crumb)
     media_tokens = options.media_tokens
     user, assistant, tool_role = Role.USER, Role.ASSISTANT, Role.TOOL  # locals: the loop is hot
-    framing = MESSAGE_FRAMING_TOKENS
     # Calls of the latest content that made calls, by name, not yet answered.
     open_calls: dict[str, list[str]] = {}
     orphans = 0
@@ -334,7 +333,7 @@ def _scan(contents: list[Any], options: DecodeOptions) -> list[Message]:
             Message(
                 index,
                 role,
-                (nbytes + 3) // 4 + framing + media * media_tokens,  # message_tokens
+                message_tokens(nbytes, media, media_tokens),
                 nbytes,
                 role is user and not result_ids and not breadcrumb,  # turn_start
                 call_ids,
@@ -375,9 +374,47 @@ def _part_ids(parts: list[Any], message: Message) -> list[tuple[int, str]]:
     return found
 
 
+# The model methods it examines: /v1beta/models/{m}:generateContent, /v1/models/{m}:...,
+# tuned models, alpha and numbered versions.
+_METHOD: Final = r"^/v1(?:beta|alpha)?\d*/(?:models|tunedModels)/[^/:]+:"
+# Paths of the Gemini API (uploads included) when no upstream prefix decides
+_ANY_PATH: Final = re.compile(
+    r"^/(?:upload/)?v1(?:beta|alpha)\d*/|^/upload/v1/|^/v1/(?:models|tunedModels)/[^/:]+:"
+)
+# trimgate's own errors: the google.rpc status of each HTTP status it answers with
+_ERROR_STATUS: Final = {
+    400: "INVALID_ARGUMENT",
+    404: "NOT_FOUND",
+    413: "INVALID_ARGUMENT",
+    502: "UNAVAILABLE",
+    503: "UNAVAILABLE",
+    504: "DEADLINE_EXCEEDED",
+}
+
+
 class GeminiCodec(CodecBase):
     wire_format = "gemini"
+    provider = "gemini"
+    default_base_url = "https://generativelanguage.googleapis.com"
+    chat_routes: tuple[ChatRoute, ...] = (
+        ChatRoute(re.compile(_METHOD + r"(?:generateContent|streamGenerateContent)$")),
+        ChatRoute(re.compile(_METHOD + r"countTokens$"), count_tokens=True),
+    )
+    provider_paths: re.Pattern[str] | None = _ANY_PATH
+    default_path = "/v1beta/models/{model}:generateContent"
     stream_usage_markers: tuple[bytes, ...] = (b"promptTokenCount", b"prompt_token_count")
+
+    def error_body(self, status: int, message: str, request_id: str) -> dict[str, Any]:
+        return {
+            "error": {
+                "code": status,
+                "message": message,
+                "status": _ERROR_STATUS.get(status, "INTERNAL"),
+            }
+        }
+
+    def guess(self, body: dict[str, Any]) -> int:
+        return 3 if "contents" in body or "generateContentRequest" in body else 0
 
     def decode(self, body: JSON, *, path: str, options: DecodeOptions) -> GeminiDecoded:
         if type(body) is not dict:
@@ -458,10 +495,12 @@ class GeminiCodec(CodecBase):
         out[inner_key] = new_request
         return out
 
-    def usage(self, body: JSON) -> int | None:
+    def prompt_usage(self, body: JSON) -> Usage | None:
+        """``usageMetadata.promptTokenCount`` (cached content included) and
+        ``cachedContentTokenCount``; or a countTokens answer's ``totalTokens``."""
         if type(body) is list:  # streamGenerateContent without alt=sse: a JSON array
             for chunk in reversed(body):
-                found = self.usage(chunk)
+                found = self.prompt_usage(chunk)
                 if found is not None:
                     return found
             return None
@@ -471,20 +510,22 @@ class GeminiCodec(CodecBase):
         if type(meta) is dict:
             prompt = _get(meta, "promptTokenCount", "prompt_token_count")
             if type(prompt) is int:
-                return prompt
+                cached = _get(meta, "cachedContentTokenCount", "cached_content_token_count")
+                return prompt, cached if type(cached) is int else 0
         total = _get(body, "totalTokens", "total_tokens")  # countTokens answer
         if type(total) is int:
-            return total
+            cached = _get(body, "cachedContentTokenCount", "cached_content_token_count")
+            return total, cached if type(cached) is int else 0
         return None
 
-    def stream_usage(self, data: str) -> int | None:
+    def stream_prompt_usage(self, data: str) -> Usage | None:
         if "promptTokenCount" not in data and "prompt_token_count" not in data:
             return None
         try:
             parsed = orjson.loads(data)
         except orjson.JSONDecodeError:
             return None
-        return self.usage(parsed)
+        return self.prompt_usage(parsed)
 
 
 def _cap(item: Any, texts: tuple[str | None, ...]) -> Any:

@@ -27,6 +27,7 @@ already starts with the breadcrumb is not marked twice.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -41,15 +42,20 @@ from trimgate.history import (
     result_message,
     text_message,
 )
-from trimgate.providers.base import JSON, CodecBase, Decoded, DecodeOptions
+from trimgate.providers.base import JSON, ChatRoute, CodecBase, Decoded, DecodeOptions, Usage
 from trimgate.providers.common import RawItems, json_bytes, rebuild, utf8_len
-from trimgate.trimming.estimate import MESSAGE_FRAMING_TOKENS, bytes_tokens, nonascii_utf8_len
+from trimgate.trimming.estimate import (
+    bytes_tokens,
+    framed_tokens,
+    message_tokens,
+    nonascii_utf8_len,
+)
 from trimgate.trimming.pipeline import TrimPlan
 
 if TYPE_CHECKING:
     from trimgate.providers._chatscan import Row
 
-__all__ = ["CODEC", "OpenAIChatCodec"]
+__all__ = ["CODEC", "OpenAIChatCodec", "openai_error_body"]
 
 _scan: Callable[[bytes], tuple[int, int, list[Row]] | None] | None
 try:
@@ -151,9 +157,41 @@ def _str_bytes(value: Any) -> int:
     return 0 if value is None else json_bytes(value)
 
 
+def openai_error_body(status: int, message: str, request_id: str) -> dict[str, Any]:
+    """trimgate's own error in OpenAI's envelope (every OpenAI-compatible format's)."""
+    return {
+        "error": {
+            "message": message,
+            "type": "trimgate_error",
+            "param": None,
+            "code": {
+                502: "upstream_unreachable",
+                503: "trimgate_busy",
+                504: "upstream_timeout",
+            }.get(status),
+        }
+    }
+
+
 class OpenAIChatCodec(CodecBase):
     wire_format = "openai"
+    provider = "openai"
+    default_base_url = "https://api.openai.com"
+    chat_routes: tuple[ChatRoute, ...] = (
+        ChatRoute("/v1/chat/completions"),
+        ChatRoute("/chat/completions"),
+    )
+    provider_paths: re.Pattern[str] | None = (
+        None  # the registry's first line: every path nobody claims
+    )
+    default_path = "/v1/chat/completions"
     stream_usage_markers: tuple[bytes, ...] = (b'"prompt_tokens"',)
+
+    def error_body(self, status: int, message: str, request_id: str) -> dict[str, Any]:
+        return openai_error_body(status, message, request_id)
+
+    def guess(self, body: dict[str, Any]) -> int:
+        return 0  # the default format: what a body nobody recognises is taken for
 
     # -- requests -----------------------------------------------------------------------
 
@@ -166,15 +204,13 @@ class OpenAIChatCodec(CodecBase):
 
         breadcrumb = options.breadcrumb
         media_tokens = options.media_tokens
-        framing = MESSAGE_FRAMING_TOKENS
         user, system = Role.USER, Role.SYSTEM  # locals: the loop is hot
         pending_fn: dict[str, str] = {}  # legacy function name -> synthetic call id
         messages: list[Message] = []
         append = messages.append
 
         # The common shapes (string content, plain tool calls) are sized inline:
-        # ``len(s) if s.isascii() else nonascii_utf8_len(s)`` is utf8_len without the
-        # call, and ``(n + 3) // 4 + framing + media * media_tokens`` is message_tokens.
+        # ``len(s) if s.isascii() else nonascii_utf8_len(s)`` is utf8_len without the call.
         for index, item in enumerate(items):
             if not isinstance(item, dict):
                 raise DecodeError("message is not an object")
@@ -187,13 +223,13 @@ class OpenAIChatCodec(CodecBase):
                     crumb = content == breadcrumb
                     append(
                         text_message(
-                            index, user, (nbytes + 3) // 4 + framing, nbytes, not crumb, 0, crumb
+                            index, user, framed_tokens(nbytes), nbytes, not crumb, 0, crumb
                         )
                     )
                     continue
                 nbytes, media, _ = _content_size(content)
                 crumb = _is_breadcrumb(content, breadcrumb)
-                tokens = (nbytes + 3) // 4 + framing + media * media_tokens
+                tokens = message_tokens(nbytes, media, media_tokens)
                 append(text_message(index, user, tokens, nbytes, not crumb, media, crumb))
 
             elif role == "assistant":
@@ -226,7 +262,7 @@ class OpenAIChatCodec(CodecBase):
                         media += 1
                         has_content = True
                 if tool_calls is None and not extra:
-                    tokens = (nbytes + 3) // 4 + framing + media * media_tokens
+                    tokens = message_tokens(nbytes, media, media_tokens)
                     append(text_message(index, Role.ASSISTANT, tokens, nbytes, False, media))
                     continue
                 calls: list[str] = []
@@ -269,7 +305,7 @@ class OpenAIChatCodec(CodecBase):
                             pending_fn[name] = call_id
                     elif function_call is not None:
                         raise DecodeError("function_call is not an object")
-                tokens = (nbytes + 3) // 4 + framing + media * media_tokens
+                tokens = message_tokens(nbytes, media, media_tokens)
                 if calls:
                     append(call_message(index, tokens, nbytes, tuple(calls), has_content, media))
                 else:
@@ -284,7 +320,7 @@ class OpenAIChatCodec(CodecBase):
                 else:
                     nbytes, media, texts = _tool_content(content)
                 call_id = item.get("tool_call_id")
-                tokens = (nbytes + 3) // 4 + framing + media * media_tokens
+                tokens = message_tokens(nbytes, media, media_tokens)
                 if type(call_id) is str:
                     append(result_message(index, tokens, nbytes, (call_id,), texts, media))
                 elif call_id is None:
@@ -298,7 +334,7 @@ class OpenAIChatCodec(CodecBase):
                 nbytes, media, texts = _tool_content(item.get("content"))
                 name = item.get("name")
                 fn_id = pending_fn.pop(name, None) if isinstance(name, str) else None
-                tokens = (nbytes + 3) // 4 + framing + media * media_tokens
+                tokens = message_tokens(nbytes, media, media_tokens)
                 append(
                     result_message(
                         index,
@@ -313,7 +349,7 @@ class OpenAIChatCodec(CodecBase):
 
             elif role in _SYSTEM_ROLES:
                 nbytes, media, _ = _content_size(item.get("content"))
-                tokens = (nbytes + 3) // 4 + framing + media * media_tokens
+                tokens = message_tokens(nbytes, media, media_tokens)
                 append(text_message(index, system, tokens, nbytes, False, media))
 
             else:
@@ -345,13 +381,12 @@ class OpenAIChatCodec(CodecBase):
         items = RawItems(raw, rows)
         breadcrumb = options.breadcrumb
         crumb_bytes = utf8_len(breadcrumb)
-        framing = MESSAGE_FRAMING_TOKENS
         messages: list[Message] = []
         append = messages.append
         odd: list[int] = []  # the items of other shapes
         reencode: list[int] = []  # of those, the ones that may give a key twice
         for index, (_, _, role, nbytes, flags, ids) in enumerate(rows):
-            tokens = (nbytes + 3) // 4 + framing
+            tokens = framed_tokens(nbytes)
             if role == _USER:
                 crumb = (
                     flags & _STRING_CONTENT != 0
@@ -438,16 +473,21 @@ class OpenAIChatCodec(CodecBase):
 
     # -- answers ------------------------------------------------------------------------
 
-    def usage(self, body: JSON) -> int | None:
+    def prompt_usage(self, body: JSON) -> Usage | None:
+        """``usage.prompt_tokens`` and ``usage.prompt_tokens_details.cached_tokens``."""
         if not isinstance(body, dict):
             return None
         usage = body.get("usage")
         if not isinstance(usage, dict):
             return None
         tokens = usage.get("prompt_tokens")
-        return tokens if _is_int(tokens) else None
+        if type(tokens) is not int:
+            return None
+        details = usage.get("prompt_tokens_details")
+        cached = details.get("cached_tokens") if type(details) is dict else None
+        return tokens, cached if type(cached) is int else 0
 
-    def stream_usage(self, data: str) -> int | None:
+    def stream_prompt_usage(self, data: str) -> Usage | None:
         # Every chunk carries ``"usage": null`` when include_usage is on; only the final
         # one (``"choices": []``) has the counts.
         if '"prompt_tokens"' not in data:
@@ -456,7 +496,7 @@ class OpenAIChatCodec(CodecBase):
             event = orjson.loads(data)
         except orjson.JSONDecodeError:
             return None
-        return self.usage(event)
+        return self.prompt_usage(event)
 
 
 def _merge(item: Any, breadcrumb: str) -> Any:

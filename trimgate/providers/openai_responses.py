@@ -38,6 +38,7 @@ Encrypted reasoning content is not counted (opaque, like base64 media).
 
 from __future__ import annotations
 
+import re
 from typing import Any, Final
 
 import orjson
@@ -51,11 +52,12 @@ from trimgate.history import (
     result_message,
     text_message,
 )
-from trimgate.providers.base import JSON, CodecBase, Decoded, DecodeOptions
+from trimgate.providers.base import JSON, ChatRoute, CodecBase, Decoded, DecodeOptions, Usage
 from trimgate.providers.common import json_bytes, rebuild, utf8_len
+from trimgate.providers.openai_chat import openai_error_body
 from trimgate.trimming.estimate import (
-    MESSAGE_FRAMING_TOKENS,
     bytes_tokens,
+    framed_tokens,
     message_tokens,
     nonascii_utf8_len,
 )
@@ -164,7 +166,18 @@ def _kind(obj: dict[str, Any], key: str = "type") -> str:
 
 class OpenAIResponsesCodec(CodecBase):
     wire_format = "openai-responses"
+    provider = "openai"
+    default_base_url = "https://api.openai.com"
+    chat_routes: tuple[ChatRoute, ...] = (ChatRoute("/v1/responses"), ChatRoute("/responses"))
+    provider_paths: re.Pattern[str] | None = None  # OpenAI's: the registry's first line serves them
+    default_path = "/v1/responses"
     stream_usage_markers: tuple[bytes, ...] = (b'"input_tokens"',)
+
+    def error_body(self, status: int, message: str, request_id: str) -> dict[str, Any]:
+        return openai_error_body(status, message, request_id)
+
+    def guess(self, body: dict[str, Any]) -> int:
+        return 2 if "input" in body and "messages" not in body else 0
 
     def decode(self, body: JSON, *, path: str, options: DecodeOptions) -> Decoded:
         if type(body) is not dict:
@@ -209,7 +222,6 @@ class OpenAIResponsesCodec(CodecBase):
         messages: list[Message] = []
         append = messages.append
         user = Role.USER  # locals: the loop is hot
-        framing = MESSAGE_FRAMING_TOKENS
         seen_calls: set[str] = set()
         shell_ids: dict[str, str] = {}  # local_shell_call id -> call_id
         # A reasoning item still followed only by client calls: its position in
@@ -248,12 +260,12 @@ class OpenAIResponsesCodec(CodecBase):
                         own = item.get("id")
                         if type(own) is str:
                             shell_ids[own] = call_id
-                    append(call_message(index, (nbytes + 3) // 4 + framing, nbytes, (call_id,)))
+                    append(call_message(index, framed_tokens(nbytes), nbytes, (call_id,)))
                     if reasoning_at >= 0:
                         reasoning_calls.append(call_id)
                     continue
                 message = Message(  # no id to pair by: exempt, left to the provider
-                    index, Role.ASSISTANT, (nbytes + 3) // 4 + framing, nbytes, exempt=True
+                    index, Role.ASSISTANT, framed_tokens(nbytes), nbytes, exempt=True
                 )
 
             elif kind.endswith("_output"):
@@ -274,7 +286,7 @@ class OpenAIResponsesCodec(CodecBase):
                     nbytes += _str_bytes(item, "tools")
                 elif kind == "program_output":
                     nbytes += _str_bytes(item, "result")
-                tokens = (nbytes + 3) // 4 + framing + media * media_tokens
+                tokens = message_tokens(nbytes, media, media_tokens)
                 if type(call_id) is str:
                     message = result_message(
                         index,
@@ -294,7 +306,7 @@ class OpenAIResponsesCodec(CodecBase):
                 if not role and not kind:  # an item_reference without its type
                     nbytes = json_bytes(item)
                     message = Message(
-                        index, Role.ASSISTANT, (nbytes + 3) // 4 + framing, nbytes, exempt=True
+                        index, Role.ASSISTANT, framed_tokens(nbytes), nbytes, exempt=True
                     )
                 else:
                     content = item.get("content")
@@ -305,7 +317,7 @@ class OpenAIResponsesCodec(CodecBase):
                     else:
                         nbytes, media = _content_size(content)
                         ours = role == "user" and _is_crumb(content, crumb)
-                    tokens = (nbytes + 3) // 4 + framing + media * media_tokens
+                    tokens = message_tokens(nbytes, media, media_tokens)
                     if role == "user":
                         message = text_message(index, user, tokens, nbytes, not ours, media, ours)
                     else:
@@ -356,7 +368,7 @@ class OpenAIResponsesCodec(CodecBase):
                 message = Message(
                     index,
                     Role.SYSTEM if _kind(item, "role") in _SYSTEM_ROLES else Role.ASSISTANT,
-                    (nbytes + 3) // 4 + framing + media * media_tokens,
+                    message_tokens(nbytes, media, media_tokens),
                     nbytes,
                     calls=calls,
                     media=media,
@@ -374,7 +386,15 @@ class OpenAIResponsesCodec(CodecBase):
         if reasoning_at >= 0:
             messages[reasoning_at] = _reasoning(reasoning_index, reasoning_bytes, reasoning_calls)
         conversation = Conversation(tuple(messages), overhead, pending_calls_ok=False)
-        return Decoded(body, conversation, model_name, output_limit, stream, hoistable=True)
+        return Decoded(
+            body,
+            conversation,
+            model_name,
+            output_limit,
+            stream,
+            hoistable=True,
+            provider_managed=_provider_managed(body),
+        )
 
     def encode(self, decoded: Decoded, plan: TrimPlan, *, breadcrumb: str) -> dict[str, Any]:
         out = dict(decoded.body)
@@ -397,12 +417,13 @@ class OpenAIResponsesCodec(CodecBase):
         )
         return out
 
-    def usage(self, body: JSON) -> int | None:
+    def prompt_usage(self, body: JSON) -> Usage | None:
+        """``usage.input_tokens`` and ``usage.input_tokens_details.cached_tokens``."""
         if type(body) is not dict:
             return None
         return _input_tokens(body.get("usage"))
 
-    def stream_usage(self, data: str) -> int | None:
+    def stream_prompt_usage(self, data: str) -> Usage | None:
         # response.completed (and response.incomplete) carry the final usage.
         if '"input_tokens"' not in data or '"response.' not in data:
             return None
@@ -418,15 +439,28 @@ class OpenAIResponsesCodec(CodecBase):
         return _input_tokens(response.get("usage"))
 
 
+def _provider_managed(body: dict[str, Any]) -> bool:
+    """The request asks OpenAI to manage its context: ``truncation: "auto"`` or a
+    ``context_management`` entry (server-side compaction)."""
+    if body.get("truncation") == "auto":
+        return True
+    managed = body.get("context_management")
+    return type(managed) is list and len(managed) > 0
+
+
 # A tuple, not a set: an event's "type" may be any JSON value, and a list is unhashable.
 _USAGE_EVENTS: Final = ("response.completed", "response.incomplete")
 
 
-def _input_tokens(usage: Any) -> int | None:
+def _input_tokens(usage: Any) -> Usage | None:
     if type(usage) is not dict:
         return None
     tokens = usage.get("input_tokens")
-    return tokens if type(tokens) is int else None
+    if type(tokens) is not int:
+        return None
+    details = usage.get("input_tokens_details")
+    cached = details.get("cached_tokens") if type(details) is dict else None
+    return tokens, cached if type(cached) is int else 0
 
 
 _PLACEHOLDER: Final = Message(index=-1, role=Role.ASSISTANT, tokens=0)
@@ -437,7 +471,7 @@ def _reasoning(index: int, nbytes: int, calls: list[str]) -> Message:
     return Message(
         index=index,
         role=Role.ASSISTANT,
-        tokens=message_tokens(nbytes),
+        tokens=framed_tokens(nbytes),
         text_bytes=nbytes,
         calls=tuple(calls),
         other_content=not calls,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import random
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
@@ -11,13 +12,16 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 
 from trimgate.config import Config
 from trimgate.proxy import h1
+from trimgate.proxy.answers import refuse
 from trimgate.proxy.events import EventHub
 from trimgate.proxy.forward import Proxy
 from trimgate.proxy.front import FRONTS, drain_fronts
-from trimgate.proxy.metrics import Metrics
+from trimgate.proxy.metrics import Metrics, metrics_for
+from trimgate.proxy.routing import NOT_AN_OPEN_PROXY
 from trimgate.proxy.upstream import UpstreamClient, make_client
 
 Sleep = Callable[[float], Awaitable[None]]
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 CONFIG = web.AppKey("config", Config)
 METRICS = web.AppKey("metrics", Metrics)
@@ -63,10 +67,10 @@ def create_app(
     """
     if shared is None:
         registry = registry if registry is not None else CollectorRegistry()
-        shared = Shared(config, registry, Metrics(registry))
+        shared = Shared(config, registry, metrics_for(config, registry))
     if admin is None:
         admin = config.server.admin_port is None
-    app = web.Application(client_max_size=config.server.max_body_bytes)
+    app = web.Application(client_max_size=config.server.max_body_bytes, middlewares=[_no_connect])
     proxy = Proxy(
         config, metrics=shared.metrics, hub=shared.hub, client=shared.get_client, sleep=sleep
     )
@@ -108,8 +112,27 @@ def create_app(
     # trimgate's front (front.FrontSite) registers here; its answers in flight are waited
     # for once aiohttp has closed its idle connections and the event streams have ended
     app[FRONTS] = []
+
+    async def close_websockets(_: web.Application) -> None:
+        await proxy.websockets.shutdown()
+
+    app.on_shutdown.append(close_websockets)  # relayed WebSockets end with 1001
     app.on_shutdown.append(drain_fronts)
+
+    async def end_lookups(_: web.Application) -> None:
+        await proxy.lookups.close()  # before the upstream client closes (cleanup_ctx)
+
+    app.on_shutdown.append(end_lookups)
     return app
+
+
+@web.middleware
+async def _no_connect(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """CONNECT gets the proxy's 400 refusal: aiohttp's router never hands it to a route
+    (its target is an authority, not a path), so it would otherwise be aiohttp's 404."""
+    if request.method == "CONNECT":
+        return refuse(f"{random.getrandbits(64):016x}", NOT_AN_OPEN_PROXY)
+    return await handler(request)
 
 
 def create_admin_app(
@@ -131,8 +154,6 @@ def _admin_routes(
         if metrics_output is not None:
             return metrics_output()
         return generate_latest(registry)
-
-    Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
     def guarded(handler: Handler) -> Handler:
         """The handler behind the admin token (a wrapper, not a middleware: the

@@ -12,15 +12,17 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
+from multidict import MultiMapping
 
 from trimgate.config import Config
 from trimgate.errors import DecodeError
+from trimgate.history import Conversation
 from trimgate.providers.base import Codec, Decoded, DecodeOptions
-from trimgate.providers.catalog import Catalog, CatalogEntry
+from trimgate.providers.catalog import Catalog, CatalogEntry, anthropic_beta_tokens
 from trimgate.providers.registry import CODECS
 from trimgate.proxy.routing import Route
 from trimgate.trimming.estimate import Calibration
@@ -28,6 +30,7 @@ from trimgate.trimming.pipeline import Policy, TrimReport, plan
 from trimgate.trimming.policy import Settings, make_policy, planning_ratio
 
 MODES = ("enforce", "shadow", "off")
+PROVIDER_MANAGED = "provider-managed"  # the x-trimgate-skipped reason of a deferred request
 
 
 def decode_chat(
@@ -102,6 +105,12 @@ class Chat:
     encoding: str  # its Content-Encoding, "" when none
     options: DecodeOptions
     tool_texts: bool  # tool-result capping is configured: a decode fills their texts
+    # No window known for the model (no entry, no fallback, none learned): an overflow
+    # that states one teaches it
+    window_unknown: bool = False
+    # count_tokens answered for the client's body: the estimate of the body trimgate
+    # would have forwarded (the x-trimgate-tokens-after header); None otherwise
+    counted_after: int | None = None
 
     def replan(self, policy: Policy, max_body: int) -> tuple[TrimReport, bytes]:
         """A retry's report and body, from the body decoded as ``examine`` decoded it
@@ -141,6 +150,8 @@ class Examiner:
         self.options = DecodeOptions(breadcrumb=s.breadcrumb, media_tokens=s.media_tokens)
         # Tool-result capping anywhere: decodes fill the results' texts (decode_raw)
         self.caps = any(c.max_tool_result_chars > 0 for c in (s, *self.overrides.values()))
+        self.defer = config.trimming.provider_managed == "defer"
+        self.count_client = config.trimming.count_tokens == "client"
 
     def examine(
         self,
@@ -148,8 +159,14 @@ class Examiner:
         route: Route,
         body: bytes,
         calibration: Mapping[str, Calibration],
+        learned: Mapping[str, int] | None = None,
     ) -> tuple[Chat | None, str | None]:
-        """The examined chat, or None and why it is forwarded untouched (None: mode off)."""
+        """The examined chat, or None and why it is forwarded untouched (None: mode off).
+
+        ``learned`` holds the windows overflows stated for models without one (model
+        string -> window): used only when neither the config nor the catalog knows the
+        model and ``trimming.max_context_tokens`` is not set. An examined chat with a
+        reason (``provider-managed``, ``unknown-window``) was not trimmed up front."""
         assert route.wire_format is not None
         mode = self._mode(headers)
         if mode == "off":
@@ -175,19 +192,35 @@ class Examiner:
         options = self._options_for(settings)
         if options is not self.options:  # the model's own breadcrumb or media price
             decoded, _ = decode_chat(codec, raw, route.path, options, self.caps, parsed)
+        window = self._window(entry, decoded.model, settings, headers, route, learned)
         policy = make_policy(
             settings,
-            entry.context_window if entry else settings.max_context_tokens,
+            window or 0,
             output_limit=decoded.output_limit,
             hoistable=decoded.hoistable,
             request_budget=int_header(headers.get("x-trimgate-budget")),
             ratio=planning_ratio(calibration, label, settings),
             max_input=entry.max_input if entry else None,
         )
+        # No window and no other budget: no token trim on a guess (the other passes run)
+        skipped: str | None = "unknown-window" if window is None and not policy.budget else None
         trim_plan = plan(decoded.conversation, policy)
+        report = trim_plan.report
         shadow = mode == "shadow"
         send_body = body  # forwarded as it came unless the plan changes it
-        if not shadow and trim_plan.changed:
+        counted_after: int | None = None
+        if route.count_tokens and self.count_client:
+            # the count of the client's own body: it decides its own compaction from it;
+            # an overflow of that body is the answer, not a reason to trim and resend
+            counted_after = report.tokens_after
+            report = untouched(report, decoded.conversation)
+            settings = replace(settings, reactive=False)
+        elif decoded.provider_managed and self.defer:
+            # the provider trims its own context: no preemptive trim (a reactive one
+            # still follows an overflow)
+            report = untouched(report, decoded.conversation)
+            skipped = PROVIDER_MANAGED
+        elif not shadow and trim_plan.changed:
             try:
                 send_body = encode_chat(codec, decoded, trim_plan, settings.breadcrumb)
             except DecodeError as exc:
@@ -198,7 +231,7 @@ class Examiner:
             codec=codec,
             settings=settings,
             policy=policy,
-            report=trim_plan.report,
+            report=report,
             label=label,
             shadow=shadow,
             model=decoded.model,
@@ -207,11 +240,41 @@ class Examiner:
             encoding=encoding,
             options=options,
             tool_texts=self.caps,
+            window_unknown=window is None,
+            counted_after=counted_after,
         )
-        return chat, None
+        return chat, skipped
+
+    @staticmethod
+    def _window(
+        entry: CatalogEntry | None,
+        model: str | None,
+        settings: Settings,
+        headers: Mapping[str, str],
+        route: Route,
+        learned: Mapping[str, int] | None,
+    ) -> int | None:
+        """The model's window: its entry's (an Anthropic request's ``anthropic-beta``
+        tokens may pick an opt-in one), else the configured fallback, else the one an
+        overflow taught; None: unknown."""
+        if entry is not None:
+            if not entry.betas or route.wire_format != "anthropic":
+                return entry.context_window
+            values = (
+                headers.getall("anthropic-beta", ())
+                if isinstance(headers, MultiMapping)
+                else (headers.get("anthropic-beta"),)
+            )
+            return entry.window_for(anthropic_beta_tokens(*values))
+        if settings.max_context_tokens is not None:
+            return settings.max_context_tokens
+        if learned and model:
+            return learned.get(model)
+        return None
 
     def _mode(self, headers: Mapping[str, str]) -> str:
-        """The request's ``x-trimgate-mode`` if it names a mode, else the configured one."""
+        """The request's ``x-trimgate-mode`` if it names a mode, else the configured one
+        (``control_header_problem`` has refused other values before)."""
         mode = headers.get("x-trimgate-mode", "").lower() or self.mode
         return mode if mode in MODES else self.mode
 
@@ -222,6 +285,23 @@ class Examiner:
         ):
             return options
         return DecodeOptions(breadcrumb=settings.breadcrumb, media_tokens=settings.media_tokens)
+
+
+def untouched(report: TrimReport, conversation: Conversation) -> TrimReport:
+    """The report of forwarding ``conversation`` as it came, from its plan's ``report``."""
+    r = report
+    changes = (r.dropped_messages, r.tool_results_capped, r.orphans_removed, r.hoisted)
+    if not r.trimmed and not any(changes) and not r.capped_messages:
+        return report  # the plan changed nothing
+    return TrimReport(
+        trimmed=False,
+        dropped_turns=0,
+        dropped_messages=0,
+        kept_turns=sum(1 for m in conversation.messages if m.turn_start),
+        tokens_before=report.tokens_before,
+        tokens_after=report.tokens_before,
+        budget=report.budget,
+    )
 
 
 def int_header(value: str | None) -> int | None:
@@ -242,6 +322,20 @@ class InflatedTooLarge(Exception):
     def __init__(self, limit: int) -> None:
         super().__init__(f"the request body inflates past {limit} bytes")
         self.limit = limit
+
+
+def control_header_problem(headers: Mapping[str, str]) -> str | None:
+    """Why the request's ``x-trimgate-budget`` or ``x-trimgate-mode`` cannot be obeyed
+    (the 400's message, naming the header), or None. An empty value counts as absent."""
+    budget = headers.get("x-trimgate-budget", "").strip()
+    if budget and int_header(budget) is None:
+        return (
+            f"x-trimgate-budget: must be a whole number of tokens, at least 1 (got {budget[:40]!r})"
+        )
+    mode = headers.get("x-trimgate-mode", "").strip()
+    if mode and mode.lower() not in MODES:
+        return f"x-trimgate-mode: must be one of {', '.join(MODES)} (got {mode[:40]!r})"
+    return None
 
 
 def decompress(body: bytes, encoding: str, limit: int) -> bytes | None:

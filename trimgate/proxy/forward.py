@@ -29,22 +29,25 @@ from aiohttp import web
 from multidict import CIMultiDict
 from yarl import URL
 
+from trimgate.attribution import team_resolver
 from trimgate.config import Config
 from trimgate.errors import UpstreamError
 from trimgate.providers.base import Codec
 from trimgate.proxy import upstream as up
 from trimgate.proxy.answers import error_response, refuse
 from trimgate.proxy.events import EventHub
-from trimgate.proxy.examine import Chat, Examiner, InflatedTooLarge
+from trimgate.proxy.examine import Chat, Examiner, InflatedTooLarge, control_header_problem
 from trimgate.proxy.metrics import Metrics
 from trimgate.proxy.relay import Attempt, Incoming, relay, sniff_overflow
 from trimgate.proxy.retry import Send, Sleep, send_with_retries, unresolved
 from trimgate.proxy.routing import NoUpstream, Route, Router, refusal
-from trimgate.proxy.signals import Outcome, attribution, record, response_headers
+from trimgate.proxy.signals import Outcome, attribution, record, record_usage, response_headers
 from trimgate.proxy.usage import UsageSniffer as UsageSniffer  # bench/ablate.py replaces it
+from trimgate.proxy.websocket import WebSocketRelay, is_upgrade
+from trimgate.proxy.windows import MAX_LEARNED_MODEL_LEN, GeminiLookups, LearnedWindows
 from trimgate.trimming.estimate import Calibration
 from trimgate.trimming.pipeline import TrimReport
-from trimgate.trimming.policy import learned
+from trimgate.trimming.policy import learned, learned_window
 
 log = logging.getLogger("trimgate")
 
@@ -86,6 +89,12 @@ class Proxy:
         self._max_buffered = config.server.max_buffered_bytes
         self._held = 0  # request-body bytes held by the requests in flight
         self._executor: ThreadPoolExecutor | None = None
+        self.team = team_resolver(config.metrics.attribution)  # None: no team label
+        if self.team is not None and not metrics.teams:
+            raise ValueError("metrics.attribution is on: Metrics(registry, teams=True)")
+        self.windows = LearnedWindows()  # of models without a known window, per process
+        self.lookups = GeminiLookups(client)
+        self.websockets = WebSocketRelay(self)
 
     # --- route ----------------------------------------------------------------
 
@@ -104,10 +113,11 @@ class Proxy:
                 exc.provider, 404, f"no upstream configured for {exc.provider}", request_id
             )
         provider = route.upstream.provider
+        team = self.team(request.headers) if self.team is not None else None
         if self._admin_token is not None and _carries(request, self._admin_token):
             # a scraper's mistyped admin path (``/metrics/``): the admin token never
             # leaves trimgate, and the upstream is never contacted
-            self._count(route, "other", 404)
+            self._count(route, "other", 404, team)
             log.warning(
                 "a request carrying the admin token was not forwarded",
                 extra={"event": "admin_token_refused", "request_id": request_id},
@@ -118,27 +128,34 @@ class Proxy:
                 "not an admin endpoint; a request carrying the admin token is never forwarded",
                 request_id,
             )
+        bad = control_header_problem(request.headers)
+        if bad is not None:  # the client asked trimgate for something it cannot do
+            self._count(route, "other", 400, team)
+            return error_response(provider, 400, bad, request_id)
+        if isinstance(request, web.Request) and is_upgrade(request.headers):
+            # trimgate's front hands every upgrade to aiohttp, so it arrives here
+            return await self.websockets.relay(request, route, request_id)
         # The bytes this request's body holds, counted against server.max_buffered_bytes
         # from the declared length on, before the body is read (aiohttp's server) and
         # until the answer is relayed (the body is kept for a retry).
         held = min(_declared_length(request.headers), self._max_body)
         if not self._hold(held):
-            return self._busy(route, provider, request_id)
+            return self._busy(route, provider, request_id, team)
         try:
             try:
                 body = await request.read()
             except web.HTTPRequestEntityTooLarge:
-                return self._too_large(route, provider, request_id, "")
+                return self._too_large(route, provider, request_id, "", team)
             if len(body) > held:
                 if not self._hold(len(body) - held):
-                    return self._busy(route, provider, request_id)
+                    return self._busy(route, provider, request_id, team)
                 held = len(body)
             try:
                 chat, skipped = await self._examine_off_loop(request, route, body, request_id)
             except InflatedTooLarge:
-                return self._too_large(route, provider, request_id, " once inflated")
+                return self._too_large(route, provider, request_id, " once inflated", team)
             return await self._send_and_relay(
-                request, route, provider, body, chat, skipped, request_id, started
+                request, route, provider, body, chat, skipped, request_id, started, team
             )
         finally:
             self._held -= held
@@ -153,11 +170,14 @@ class Proxy:
         skipped: str | None,
         request_id: str,
         started: float,
+        team: str | None,
     ) -> web.StreamResponse | None:
         try:
-            return await self._forward(request, route, body, chat, skipped, request_id, started)
+            return await self._forward(
+                request, route, body, chat, skipped, request_id, started, team
+            )
         except UpstreamError as exc:
-            self._count(route, chat.label if chat else "other", exc.status)
+            self._count(route, chat.label if chat else "other", exc.status, team)
             log.warning(
                 "upstream failed",
                 extra={
@@ -166,6 +186,7 @@ class Proxy:
                     "upstream": route.name,
                     "status": exc.status,
                     "error": str(exc),
+                    **({"team": team} if team is not None else {}),
                 },
             )
             return error_response(provider, exc.status, str(exc), request_id)
@@ -182,8 +203,8 @@ class Proxy:
         self._held += size
         return True
 
-    def _busy(self, route: Route, provider: str, request_id: str) -> web.Response:
-        self._count(route, "other", 503)
+    def _busy(self, route: Route, provider: str, request_id: str, team: str | None) -> web.Response:
+        self._count(route, "other", 503, team)
         log.warning(
             "request bodies in flight are at server.max_buffered_bytes; answered 503",
             extra={"event": "busy", "request_id": request_id, "upstream": route.name},
@@ -194,8 +215,10 @@ class Proxy:
         response.headers["Retry-After"] = "1"
         return response
 
-    def _too_large(self, route: Route, provider: str, request_id: str, how: str) -> web.Response:
-        self._count(route, "other", 413)
+    def _too_large(
+        self, route: Route, provider: str, request_id: str, how: str, team: str | None
+    ) -> web.Response:
+        self._count(route, "other", 413, team)
         return error_response(
             provider, 413, f"request body exceeds server.max_body_bytes{how}", request_id
         )
@@ -247,7 +270,9 @@ class Proxy:
         self, request: Incoming, route: Route, body: bytes
     ) -> tuple[Chat | None, str | None]:
         # a method of its own: bench/ablate.py replaces it to switch the examination off
-        return self.examiner.examine(request.headers, route, body, self.calibration)
+        return self.examiner.examine(
+            request.headers, route, body, self.calibration, self.windows.windows
+        )
 
     # --- send, retry, relay, signals --------------------------------------------
 
@@ -260,6 +285,7 @@ class Proxy:
         skipped: str | None,
         request_id: str,
         started: float,
+        team: str | None = None,
     ) -> web.StreamResponse | None:
         url = URL(route.url(request.raw_path.partition("?")[2]), encoded=True)
         headers = up.request_headers(request.headers)
@@ -268,14 +294,14 @@ class Proxy:
         if skipped:
             extra["x-trimgate-skipped"] = skipped
         codec = chat.codec if chat else None
-        send = functools.partial(
+        send: Send = functools.partial(
             self._send, request.method, url, headers, body, route, timer, codec
         )
 
         if chat is None:  # pass-through: byte for byte
             final = await send(body)
             try:
-                self._count(route, "other", final.resp.status)
+                self._count(route, "other", final.resp.status, team)
                 self._overhead(route, started, timer)
                 return await relay(request, final, extra, None)
             finally:
@@ -285,12 +311,19 @@ class Proxy:
             # trimgate must read error bodies (overflow) and usage: ask only for
             # encodings it can inflate; the answer is still relayed compressed
             headers["Accept-Encoding"] = "gzip, deflate"
+        if chat.window_unknown:
+            send = self._learning(chat, send, request_id)
+            if chat.codec.wire_format == "gemini":
+                self._ask_window(chat, request, route)
         final, outcome = await self._send_chat(chat, send, request_id)
         try:
-            outcome.attribution = attribution(request.headers)
+            outcome.attribution = attribution(request.headers, team)
+            outcome.team = team
             extra.update(response_headers(outcome))
+            if chat.counted_after is not None:  # count_tokens answered for the client's body
+                extra["x-trimgate-tokens-after"] = str(chat.counted_after)
             status = final.resp.status
-            self._count(route, chat.label, status)
+            self._count(route, chat.label, status, team)
             self._overhead(route, started, timer)
             # Metrics, the event and the log lines go out as soon as the handler first
             # waits (the relay's first read), after the answer's first bytes: not in
@@ -303,7 +336,10 @@ class Proxy:
                 sniffer = UsageSniffer(chat.codec, ctype, encoding)
             response = await relay(request, final, extra, sniffer)
             if sniffer is not None:
-                self._learn(chat, sniffer.prompt_tokens, outcome.report)
+                usage = sniffer.usage
+                self._learn(chat, usage[0] if usage else None, outcome.report)
+                if usage is not None and not chat.route.count_tokens:  # a count is no traffic
+                    record_usage(outcome, self.metrics, *usage)
             return response
         finally:
             final.resp.release()  # also when the relay failed or never started
@@ -376,6 +412,49 @@ class Proxy:
             timer.spent += time.perf_counter() - t  # waiting for the first bytes is upstream's
         return Attempt(resp, head, overflow, unfixable=unfixable)
 
+    def _learning(self, chat: Chat, send: Send, request_id: str) -> Send:
+        """``send``, learning the model's window from the first overflow that states one."""
+
+        async def send_and_learn(payload: bytes) -> Attempt:
+            attempt = await send(payload)
+            if attempt.overflow is not None:
+                window = learned_window(attempt.overflow.maximum)
+                if window is not None:
+                    name = chat.route.name
+                    self._learn_window(chat.model, window, name, "overflow", request_id)
+            return attempt
+
+        return send_and_learn
+
+    def _ask_window(self, chat: Chat, request: Incoming, route: Route) -> None:
+        """Ask Gemini's models.get for the window, in the background (the request goes on)."""
+        name = route.name
+
+        def learn(model: str, window: int) -> None:
+            self._learn_window(model, window, name, "models.get")
+
+        query = request.raw_path.partition("?")[2]
+        base = route.upstream.base_url
+        self.lookups.ask(chat.model, base, route.path, query, request.headers, learn)
+
+    def _learn_window(
+        self, model: str | None, window: int, upstream: str, source: str, request_id: str = ""
+    ) -> None:
+        label = self.windows.learn(model, window)
+        if label is None:  # known already, or a model string too long to keep
+            return
+        self.metrics.set_learned_window(label, window)
+        fields: dict[str, object] = {
+            "event": "window_learned",
+            "upstream": upstream,
+            "model": (model or "")[:MAX_LEARNED_MODEL_LEN],
+            "window": window,
+            "source": source,
+        }
+        if request_id:
+            fields["request_id"] = request_id
+        log.info("model window learned", extra=fields)
+
     # --- measures -----------------------------------------------------------------
 
     def _learn(self, chat: Chat, reported: int | None, sent: TrimReport) -> None:
@@ -398,8 +477,8 @@ class Proxy:
         overhead = time.perf_counter() - started - timer.spent
         self.metrics.for_upstream(route.name)[0].observe(max(0.0, overhead))
 
-    def _count(self, route: Route, label: str, status: int) -> None:
-        self.metrics.count_request(route.name, route.upstream.provider, label, status)
+    def _count(self, route: Route, label: str, status: int, team: str | None = None) -> None:
+        self.metrics.count_request(route.name, route.upstream.provider, label, status, team)
 
 
 def _record(outcome: Outcome, metrics: Metrics, hub: EventHub, status: int) -> None:

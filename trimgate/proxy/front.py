@@ -6,11 +6,12 @@ path of plain characters) is parsed here and handed straight to ``Proxy.handle``
 can. Anything else hands the connection over to aiohttp's own request handler, with every
 byte read so far, and aiohttp serves it exactly as it serves a connection it accepted:
 HTTP/1.0, chunked or ``Expect`` bodies, upgrades (the event WebSocket), ``HEAD``, the
-admin paths, escaped or unusual targets, oversized bodies, and every head ``parse_head``
-does not take. A handed-over connection stays with aiohttp.
+admin paths, escaped or unusual targets, oversized bodies, and every head
+``http11.parse_request_head`` does not take. A handed-over connection stays with aiohttp.
 
-``parse_head`` never refuses anything itself, so it can be strict: tests check that
-aiohttp's parser reads every head it takes the same way. The cost this saves is in
+The framing is ``http11.RequestReader``'s (no I/O); this module moves bytes and answers.
+``parse_request_head`` never refuses anything itself, so it can be strict: tests check
+that aiohttp's parser reads every head it takes the same way. The cost this saves is in
 bench/RESULTS.md; ``server.http_server: aiohttp`` serves every connection with aiohttp.
 """
 
@@ -19,54 +20,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import re
 import socket
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
 from email.utils import formatdate
 from typing import Final, cast
 
 from aiohttp import web
-from multidict import CIMultiDict, CIMultiDictProxy
+from multidict import CIMultiDictProxy
 
-from trimgate.proxy.h1 import CTL, HEAD_END, TOKEN
+from trimgate.proxy import http11
 
 log = logging.getLogger("trimgate")
 
-MAX_HEAD: Final = 16 * 1024  # a longer head goes to aiohttp, which refuses it
 PIPELINE_LIMIT: Final = 256 * 1024  # read no further while this much waits behind a request
 KEEPALIVE: Final = 3630.0  # seconds an idle connection is kept (aiohttp 3.14's default)
 STALL: Final = 60.0  # seconds for a started head to end, and between two reads of a body
-MAX_LINE: Final = 8000  # a longer line, or more fields than MAX_FIELDS: aiohttp's limits
-MAX_FIELDS: Final = 128  # (8190 bytes a line, 128 fields) decide
 SHUTDOWN_TIMEOUT: Final = 60.0  # on stop, in-flight answers get this long (aiohttp's default)
-METHODS: Final = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
-_BLANK_LINES: Final = re.compile(rb"(?:\r\n)+")
-# origin-form targets of RFC 3986 characters only; anything else is aiohttp's to judge
-_REQUEST_LINE: Final = re.compile(r"([A-Z]+) (/[A-Za-z0-9\-._~!$&'()*+,;=:@/?%]*) HTTP/1\.1")
-# fields aiohttp refuses to see twice (aiohttp.http_parser.SINGLETON_HEADERS)
-_SINGLETONS: Final = (
-    "Content-Length",
-    "Content-Location",
-    "Content-Range",
-    "Content-Type",
-    "ETag",
-    "Host",
-    "Max-Forwards",
-    "Server",
-    "Transfer-Encoding",
-    "User-Agent",
-)
-# framing and connection fields aiohttp's parser acts on: a request with one is aiohttp's
-_DELEGATED_FIELDS: Final = (
-    "Transfer-Encoding",
-    "Expect",
-    "Upgrade",
-    "Proxy-Connection",
-    "Sec-WebSocket-Key1",  # an old WebSocket draft's: aiohttp refuses it
-)
-_NO_BODY_STATUS: Final = frozenset({204, 304})
 _OURS: Final = frozenset({"content-length", "transfer-encoding", "connection", "date", "server"})
 
 Handle = Callable[["FrontRequest"], Awaitable[web.StreamResponse | None]]
@@ -101,72 +71,6 @@ class _Date:
         return cls.value
 
 
-@dataclass(slots=True)
-class Head:
-    """A request head this front serves: method, target, headers, body length."""
-
-    method: str
-    target: str
-    headers: CIMultiDict[str]
-    length: int
-    keep: bool
-
-
-def parse_head(head: bytes, *, max_body: int, delegated: Iterable[str]) -> Head | None:
-    """The head (without its blank line), or None: aiohttp takes the connection.
-
-    None is never a refusal: it only means aiohttp's parser decides, so this one
-    can be strict without ever answering differently from aiohttp.
-    """
-    text = head.decode("utf-8", "surrogateescape")  # aiohttp's reading of header bytes
-    lines = text.split("\r\n")
-    breaks = len(lines) - 1
-    if breaks > MAX_FIELDS or (
-        len(head) > MAX_LINE and any(len(line) > MAX_LINE for line in head.split(b"\r\n"))
-    ):
-        return None
-    if text.count("\n") != breaks or text.count("\r") != breaks or CTL.search(text):
-        return None  # a bare CR or LF, or a control character
-    line = _REQUEST_LINE.fullmatch(lines[0])
-    if line is None:
-        return None
-    method, target = line.groups()
-    path = target.partition("?")[0]
-    if method not in METHODS or "%" in path or path in delegated:
-        return None  # escapes: aiohttp routes on the decoded path, so it decides
-    pairs = []
-    for field in lines[1:]:
-        name, colon, value = field.partition(":")
-        if not colon or not TOKEN.fullmatch(name):
-            return None  # also a folded line, or whitespace before the colon
-        pairs.append((name, value.strip(" \t")))
-    headers = CIMultiDict(pairs)
-    if any(name in headers for name in _DELEGATED_FIELDS):
-        return None
-    if "Host" not in headers:
-        return None  # aiohttp refuses an HTTP/1.1 request without a Host
-    if len(headers) != len({name.lower() for name, _ in pairs}) and any(
-        len(headers.getall(name, ())) > 1 for name in _SINGLETONS
-    ):
-        return None  # a field aiohttp takes only once, twice
-    declared = headers.get("Content-Length")
-    length = 0
-    if declared is not None:
-        if not declared.isdigit() or not declared.isascii() or len(declared) > 18:
-            return None
-        length = int(declared)
-        if length > max_body:
-            return None  # aiohttp answers 413 (the proxy's own envelope is for its path)
-    keep = True
-    if "Connection" in headers:
-        joined = ",".join(headers.getall("Connection"))
-        tokens = {t.strip(" \t").lower() for t in joined.split(",")}
-        if "upgrade" in tokens:
-            return None
-        keep = "close" not in tokens
-    return Head(method, target, headers, length, keep)
-
-
 class FrontRequest:
     """One request served by the front: the part of ``web.Request`` the proxy reads,
     and the answer's writer (``start``, ``write``, ``write_eof``)."""
@@ -185,14 +89,14 @@ class FrontRequest:
         "started",
     )
 
-    def __init__(self, conn: FrontProtocol, head: Head, body: bytes) -> None:
+    def __init__(self, conn: FrontProtocol, request: http11.Request) -> None:
         self._conn = conn
-        self.method = head.method
-        self.raw_path = head.target
-        self.path = head.target.partition("?")[0]  # never escaped: see parse_head
-        self.headers = CIMultiDictProxy(head.headers)
-        self.keep = head.keep
-        self.body = body
+        self.method = request.method
+        self.raw_path = request.target
+        self.path = request.target.partition("?")[0]  # never escaped: see parse_request_head
+        self.headers = CIMultiDictProxy(request.headers)
+        self.keep = request.keep
+        self.body = request.body
         self.started = False
         self.finished = False
         self._chunked = False
@@ -215,27 +119,11 @@ class FrontRequest:
         """The answer's status line and headers; ``length`` None: chunked."""
         if self.started:
             raise RuntimeError("the answer has started already")
-        parts = [f"HTTP/1.1 {status} {reason or ''}\r\n"]
-        for key, value in headers:
-            parts.append(f"{key}: {value}\r\n")
-        parts.append(f"Date: {_Date.now()}\r\n")
-        chunked = False
-        if status in _NO_BODY_STATUS or status < 200:
-            pass  # never a body, so no framing
-        elif length is not None:
-            parts.append(f"Content-Length: {length}\r\n")
-        else:
-            parts.append("Transfer-Encoding: chunked\r\n")
-            chunked = True
         if self._conn.closing:
             self.keep = False  # shutting down: this is the connection's last answer
-        if not self.keep:
-            parts.append("Connection: close\r\n")
-        parts.append("\r\n")
-        text = "".join(parts)
-        if text.count("\n") != len(parts) or text.count("\r") != len(parts):
-            raise ValueError("a line break in an answer's status line or header")
-        self._pending = text.encode("utf-8", "surrogateescape")
+        self._pending, chunked = http11.answer_head(
+            status, reason, headers, date=_Date.now(), length=length, keep=self.keep
+        )
         self._chunked = chunked
         self.started = True
 
@@ -254,7 +142,7 @@ class FrontRequest:
             pieces.append(self._pending)
             self._pending = None
         if self._chunked:
-            pieces += (b"%x\r\n" % len(data), data, b"\r\n")
+            pieces += http11.chunk(data)
         else:
             pieces.append(data)
         if len(data) < 16384:
@@ -274,7 +162,7 @@ class FrontRequest:
         if data:
             await self.write(data)
         transport = self._transport()
-        end = b"0\r\n\r\n" if self._chunked else b""
+        end = http11.LAST_CHUNK if self._chunked else b""
         head, self._pending = self._pending, None
         if head is not None or end:
             transport.write(head + end if head is not None else end)
@@ -296,9 +184,6 @@ class FrontRequest:
         await self.write_eof(bytes(body))
 
 
-_HEAD, _BODY, _BUSY, _GONE = range(4)
-
-
 class FrontProtocol(asyncio.Protocol):
     """One client connection: requests one at a time, kept alive between them."""
 
@@ -306,14 +191,8 @@ class FrontProtocol(asyncio.Protocol):
         self._front = front
         self._loop = front.loop
         self.transport: asyncio.Transport | None = None
-        self._state = _HEAD
-        # bytes of the next head (or, while busy, of pipelined requests): the read itself
-        # while it is the only one, a bytearray once reads must be joined
-        self._buf: bytes | bytearray = b""
-        self._scanned = 0
-        self._head: Head | None = None
-        self._parts: list[bytes] = []  # the body, as it arrives
-        self._have = 0
+        self._reader = http11.RequestReader(max_body=front.max_body, delegated=front.delegated)
+        self._gone = False  # closed, or handed over to aiohttp
         self._task: asyncio.Task[None] | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._reading = True
@@ -336,7 +215,7 @@ class FrontProtocol(asyncio.Protocol):
         self._arm()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._state = _GONE
+        self._gone = True
         self.transport = None
         self._front.forget(self)
         self._disarm()
@@ -356,104 +235,49 @@ class FrontProtocol(asyncio.Protocol):
             drain.set_result(None)
 
     def data_received(self, data: bytes) -> None:
-        state = self._state
-        if state == _HEAD:
-            if self._buf:
-                self._append(data)
-            else:
-                self._buf = data
-                self._arm(STALL)  # a head has begun: it must end within STALL
-            self._on_head()
-        elif state == _BODY:
-            self._arm(STALL)  # a body in progress: the clock runs from its last bytes
-            self._parts.append(data)
-            self._have += len(data)
-            self._on_body()
-        elif state == _BUSY:
-            self._append(data)  # pipelined: served once this answer is out
-            if len(self._buf) > PIPELINE_LIMIT and self.transport is not None:
+        reader = self._reader
+        state = reader.state
+        if state == http11.DONE:
+            reader.receive_data(data)  # pipelined: served once this answer is out
+            if reader.buffered > PIPELINE_LIMIT and self.transport is not None:
                 self._reading = False
                 self.transport.pause_reading()
+            return
+        if state == http11.IDLE or state == http11.BODY:
+            # a head has begun: it must end within STALL; a body in progress: the clock
+            # runs from its last bytes
+            self._arm(STALL)
+        elif state == http11.DELEGATED:
+            return
+        reader.receive_data(data)
+        self._next()
 
     # --- reading requests ----------------------------------------------------
 
-    def _append(self, data: bytes) -> None:
-        if isinstance(self._buf, bytes):
-            self._buf = bytearray(self._buf)
-        self._buf += data  # in place: a head sent byte by byte costs no quadratic copying
-
-    def _on_head(self) -> None:
-        buf = self._buf
-        if buf[:2] == b"\r\n":  # empty lines before a request are ignored (RFC 9112 §2.2)
-            blank = _BLANK_LINES.match(buf)
-            assert blank is not None
-            buf = self._buf = buf[blank.end() :]
-            if not buf:
-                self._arm()
-                return
-        found = HEAD_END.search(buf, self._scanned)
-        if found is None:
-            if len(buf) > MAX_HEAD:
-                self._hand_over()
-            else:
-                self._scanned = max(0, len(buf) - 3)
-            return
-        if found.end() - found.start() != 4:
-            self._hand_over()  # a blank line of bare LFs: aiohttp's parser decides
-            return
-        front = self._front
-        text = bytes(buf[: found.start()])
-        head = parse_head(text, max_body=front.max_body, delegated=front.delegated)
-        if head is None:
-            self._hand_over()
-            return
-        self._disarm()
-        rest = bytes(buf[found.end() :])
-        self._buf = b""
-        self._scanned = 0
-        self._head = head
-        self._parts = [rest] if rest else []
-        self._have = len(rest)
-        self._state = _BODY
-        self._on_body()
-
-    def _on_body(self) -> None:
-        head = self._head
-        assert head is not None
-        if self._have < head.length:
+    def _next(self) -> None:
+        event = self._reader.next_event()
+        if type(event) is http11.Request:
+            self._disarm()
+            self._task = self._loop.create_task(self._serve(FrontRequest(self, event)))
+        elif type(event) is http11.Delegate:
+            self._hand_over(event.data)
+        elif self._reader.state == http11.BODY:
             self._arm(STALL)
-            return
-        parts = self._parts
-        self._parts = []
-        extra = self._have - head.length  # pipelined bytes after the body, in the last part
-        self._have = 0
-        if extra:
-            last = parts[-1]
-            parts[-1] = last[: len(last) - extra]
-            self._buf = last[len(last) - extra :]
-        else:
-            self._buf = b""
-        # the body is copied at most once: joined, or cut from a part that holds more
-        body = parts[0] if len(parts) == 1 else b"".join(parts)
-        self._head = None
-        self._state = _BUSY
-        self._disarm()
-        request = FrontRequest(self, head, body)
-        self._task = self._loop.create_task(self._serve(request))
+        elif self._reader.state == http11.IDLE:
+            self._arm()  # blank lines only: still idle
 
-    def _hand_over(self) -> None:
+    def _hand_over(self, data: bytes) -> None:
         """aiohttp serves this connection from here on, from the bytes read so far."""
         transport = self.transport
         assert transport is not None
         self._disarm()
-        self._state = _GONE
+        self._gone = True
         self._front.forget(self)
-        data, self._buf = self._buf, b""
         handler = self._front.aiohttp_server()
         transport.set_protocol(handler)
         handler.connection_made(transport)
         if data:
-            handler.data_received(bytes(data))
+            handler.data_received(data)
         if not self._reading:
             self._reading = True
             transport.resume_reading()
@@ -487,13 +311,14 @@ class FrontProtocol(asyncio.Protocol):
         if not (request.finished and request.keep) or self.closing:
             transport.close()
             return
-        self._state = _HEAD
-        self._arm(STALL if self._buf else None)
+        reader = self._reader
+        reader.start_next()
+        self._arm(STALL if reader.buffered else None)
         if not self._reading:
             self._reading = True
             transport.resume_reading()
-        if self._buf:
-            self._on_head()  # a pipelined request
+        if reader.buffered:
+            self._next()  # a pipelined request
 
     async def drain(self) -> None:
         if not self._paused:
@@ -519,12 +344,12 @@ class FrontProtocol(asyncio.Protocol):
 
     def _idle(self) -> None:
         self._timer = None
-        if self._state in (_HEAD, _BODY) and self.transport is not None:
+        if not self._gone and self._reader.state <= http11.BODY and self.transport is not None:
             self.transport.close()  # idle too long, or a head or body that stalled
 
     @property
     def between_requests(self) -> bool:
-        return self._state == _HEAD
+        return not self._gone and self._reader.state <= http11.HEAD
 
 
 class Front:

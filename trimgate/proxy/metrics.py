@@ -1,9 +1,13 @@
 """Every Prometheus collector (docs/reference.md, "Metrics"), in one place, on an injected registry.
 
 Label values are bounded: ``upstream`` is a configured name, ``provider`` one
-of three, ``model`` a catalog entry's name or ``other``, ``status`` an HTTP
-status code, ``reason`` preemptive or reactive (or, on ``trimgate_trim_exhausted_total``,
-one of ``UNRESOLVED``).
+of three, ``model`` a catalog entry's name or ``other`` (on
+``trimgate_learned_window_tokens``: one of the first 32 learned model names, or
+``other``), ``status`` an HTTP status code, ``reason`` preemptive or reactive (or, on
+``trimgate_trim_exhausted_total``, one of ``UNRESOLVED``). With
+``metrics.attribution`` on, the counters named in ``BY_TEAM`` carry one more label,
+``team`` (bounded by the resolver in ``trimgate.attribution``); with it off they are
+exactly as without it.
 """
 
 from __future__ import annotations
@@ -11,6 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from trimgate.config import Config
 
 TOKEN_BUCKETS = (
     1_000, 2_000, 4_000, 8_000, 16_000, 32_000, 64_000, 128_000, 200_000, 400_000,
@@ -22,6 +28,24 @@ OVERHEAD_BUCKETS = (
 )  # fmt: skip
 UPSTREAM_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 
+# The counters that carry the ``team`` label when attribution is on: to add the label
+# to a counter, add its name here (its children get the team in ``Metrics.child``).
+BY_TEAM = frozenset(
+    {
+        "trimgate_requests_total",
+        "trimgate_trims_total",
+        "trimgate_dropped_turns_total",
+        "trimgate_tokens_dropped_total",
+        "trimgate_context_overflows_total",
+        "trimgate_trim_exhausted_total",
+        "trimgate_prompt_tokens_total",
+        "trimgate_prompt_cache_read_tokens_total",
+        "trimgate_trimmed_prompt_tokens_total",
+        "trimgate_trimmed_prompt_cache_read_tokens_total",
+    }
+)
+TEAM = "team"
+
 _TRIM = ("upstream", "model", "reason")
 # Why an overflow went back to the client (``trimgate_trim_exhausted_total{reason}``):
 # one turn was left, the retries ran out with more left, or the error states an output
@@ -31,8 +55,15 @@ _UM = ("upstream", "model")
 
 
 class Metrics:
-    def __init__(self, registry: CollectorRegistry) -> None:
+    def __init__(self, registry: CollectorRegistry, *, teams: bool = False) -> None:
+        self.teams = teams  # the BY_TEAM counters carry the ``team`` label
+        self._by_team: set[int] = set()  # ids of the collectors that carry it
+
         def counter(name: str, doc: str, labels: tuple[str, ...]) -> Counter:
+            if teams and name in BY_TEAM:
+                made = Counter(name, doc, (*labels, TEAM), registry=registry)
+                self._by_team.add(id(made))
+                return made
             return Counter(name, doc, labels, registry=registry)
 
         self.requests = counter(
@@ -73,6 +104,26 @@ class Metrics:
             "retries-spent, output-reservation).",
             _TRIM,
         )
+        # The provider's own usage; the trimmed pair counts answers to trimmed bodies
+        # only (a pair of its own, not a label: every series keeps upstream, model)
+        self.prompt_tokens_total = counter(
+            "trimgate_prompt_tokens_total", "Prompt tokens the provider reported.", _UM
+        )
+        self.prompt_cache_read = counter(
+            "trimgate_prompt_cache_read_tokens_total",
+            "Prompt tokens the provider reported read from its prompt cache.",
+            _UM,
+        )
+        self.trimmed_prompt_tokens_total = counter(
+            "trimgate_trimmed_prompt_tokens_total",
+            "Prompt tokens the provider reported for trimmed bodies.",
+            _UM,
+        )
+        self.trimmed_prompt_cache_read = counter(
+            "trimgate_trimmed_prompt_cache_read_tokens_total",
+            "Prompt tokens the provider reported read from its prompt cache, trimmed bodies.",
+            _UM,
+        )
         self.prompt_tokens = Histogram(
             "trimgate_prompt_tokens_estimated",
             "Estimated prompt tokens of forwarded chat requests.",
@@ -108,6 +159,13 @@ class Metrics:
             registry=registry,
             multiprocess_mode="mostrecent",
         )
+        self.learned_window = Gauge(
+            "trimgate_learned_window_tokens",
+            "Context windows learned from overflows, for models without a known window.",
+            ("model",),
+            registry=registry,
+            multiprocess_mode="mostrecent",
+        )
         self.event_subscribers = Gauge(
             "trimgate_event_subscribers",
             "Connected event-stream subscribers (SSE and WebSocket).",
@@ -120,25 +178,33 @@ class Metrics:
             registry=registry,
         )
         # The caches are bounded by the label values: configured upstreams, catalog
-        # names and "other", and HTTP status codes.
-        self._models: dict[tuple[str, str], ModelMetrics] = {}
+        # names and "other", HTTP status codes, and teams (bounded by their resolver).
+        self._models: dict[tuple[str, str, str | None], ModelMetrics] = {}
         self._calibration: dict[str, Any] = {}
-        self._requests: dict[tuple[str, str, str, int], Any] = {}
+        self._requests: dict[tuple[str, str, str, int, str | None], Any] = {}
         self._upstream: dict[str, tuple[Any, Any]] = {}
 
-    def for_model(self, upstream: str, model: str) -> ModelMetrics:
-        found = self._models.get((upstream, model))
+    def child(self, metric: Any, values: tuple[str, ...], team: str | None) -> Any:
+        """``metric``'s child for ``values``, and ``team`` where the metric carries it."""
+        if id(metric) in self._by_team:
+            return metric.labels(*values, team or "unattributed")
+        return metric.labels(*values)
+
+    def for_model(self, upstream: str, model: str, team: str | None = None) -> ModelMetrics:
+        key = (upstream, model, team)
+        found = self._models.get(key)
         if found is None:
-            found = self._models[(upstream, model)] = ModelMetrics(self, upstream, model)
+            found = self._models[key] = ModelMetrics(self, upstream, model, team)
         return found
 
-    def count_request(self, upstream: str, provider: str, model: str, status: int) -> None:
-        key = (upstream, provider, model, status)
+    def count_request(
+        self, upstream: str, provider: str, model: str, status: int, team: str | None = None
+    ) -> None:
+        key = (upstream, provider, model, status, team)
         child = self._requests.get(key)
         if child is None:
-            child = self._requests[key] = self.requests.labels(
-                upstream, provider, model, str(status)
-            )
+            values = (upstream, provider, model, str(status))
+            child = self._requests[key] = self.child(self.requests, values, team)
         child.inc()
 
     def set_calibration(self, model: str, ratio: float) -> None:
@@ -147,6 +213,10 @@ class Metrics:
         if child is None:
             child = self._calibration[model] = self.calibration.labels(model)
         child.set(ratio)
+
+    def set_learned_window(self, model: str, tokens: int) -> None:
+        # ``model`` is bounded by proxy/windows.py: a few learned names and "other"
+        self.learned_window.labels(model).set(tokens)
 
     def for_upstream(self, upstream: str) -> tuple[Any, Any]:
         """(overhead, upstream duration) histograms of one upstream."""
@@ -157,6 +227,11 @@ class Metrics:
                 self.upstream_duration.labels(upstream),
             )
         return found
+
+
+def metrics_for(config: Config, registry: CollectorRegistry) -> Metrics:
+    """The collectors ``config`` asks for: the ``team`` label iff attribution is on."""
+    return Metrics(registry, teams=config.metrics.attribution is not None)
 
 
 class ModelMetrics:
@@ -173,27 +248,39 @@ class ModelMetrics:
         "dropped_messages",
         "dropped_turns",
         "orphans_removed",
+        "prompt_cache_read",
         "prompt_tokens",
+        "prompt_tokens_total",
         "reactive_retries",
         "tokens_dropped",
         "tool_results_capped",
         "trim_exhausted",
+        "trimmed_prompt_cache_read",
+        "trimmed_prompt_tokens_total",
         "trims",
         "utilization",
     )
 
-    def __init__(self, m: Metrics, upstream: str, model: str) -> None:
+    def __init__(self, m: Metrics, upstream: str, model: str, team: str | None = None) -> None:
         um = (upstream, model)
-        self.prompt_tokens = m.prompt_tokens.labels(*um)
-        self.utilization = m.utilization.labels(*um)
-        self.context_overflows = m.context_overflows.labels(*um)
-        self.reactive_retries = m.reactive_retries.labels(*um)
-        self.trim_exhausted = {r: m.trim_exhausted.labels(*um, r) for r in UNRESOLVED}
-        self.capped_messages = m.capped_messages.labels(*um)
-        self.orphans_removed = m.orphans_removed.labels(*um)
-        self.tool_results_capped = m.tool_results_capped.labels(*um)
+
+        def child(metric: Any, *values: str) -> Any:
+            return m.child(metric, values, team)
+
+        self.prompt_tokens = child(m.prompt_tokens, *um)
+        self.utilization = child(m.utilization, *um)
+        self.context_overflows = child(m.context_overflows, *um)
+        self.reactive_retries = child(m.reactive_retries, *um)
+        self.trim_exhausted = {r: child(m.trim_exhausted, *um, r) for r in UNRESOLVED}
+        self.capped_messages = child(m.capped_messages, *um)
+        self.orphans_removed = child(m.orphans_removed, *um)
+        self.tool_results_capped = child(m.tool_results_capped, *um)
+        self.prompt_tokens_total = child(m.prompt_tokens_total, *um)
+        self.prompt_cache_read = child(m.prompt_cache_read, *um)
+        self.trimmed_prompt_tokens_total = child(m.trimmed_prompt_tokens_total, *um)
+        self.trimmed_prompt_cache_read = child(m.trimmed_prompt_cache_read, *um)
         reasons = ("preemptive", "reactive")
-        self.trims = {r: m.trims.labels(*um, r) for r in reasons}
-        self.dropped_turns = {r: m.dropped_turns.labels(*um, r) for r in reasons}
-        self.dropped_messages = {r: m.dropped_messages.labels(*um, r) for r in reasons}
-        self.tokens_dropped = {r: m.tokens_dropped.labels(*um, r) for r in reasons}
+        self.trims = {r: child(m.trims, *um, r) for r in reasons}
+        self.dropped_turns = {r: child(m.dropped_turns, *um, r) for r in reasons}
+        self.dropped_messages = {r: child(m.dropped_messages, *um, r) for r in reasons}
+        self.tokens_dropped = {r: child(m.tokens_dropped, *um, r) for r in reasons}

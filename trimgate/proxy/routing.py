@@ -3,7 +3,11 @@
 1. An upstream whose ``prefix`` starts the path wins; the prefix is stripped.
 2. Otherwise the path's shape picks the default (first configured) upstream of
    its provider: ``/v1/messages...`` anthropic, Gemini model methods and
-   ``/v1beta/...`` gemini, everything else openai.
+   ``/v1beta/...`` gemini, everything else openai (each codec's
+   ``provider_paths``; the registry's first line takes the rest).
+
+Which paths are chat endpoints of which wire format is each codec's
+``chat_routes``, read through the registry.
 
 The upstream URL is always ``base_url + path + query``: nothing from the
 request chooses the host. Path safety (``refusal``) comes first: trimgate is not an open
@@ -17,14 +21,7 @@ import re
 from dataclasses import dataclass
 
 from trimgate.config import Config, UpstreamConfig
-
-_GEMINI_METHOD = re.compile(
-    r"^/v1(?:beta|alpha)?\d*/(?:models|tunedModels)/[^/:]+:"
-    r"(generateContent|streamGenerateContent|countTokens)$"
-)
-_GEMINI_ANY = re.compile(
-    r"^/(?:upload/)?v1(?:beta|alpha)\d*/|^/upload/v1/|^/v1/(?:models|tunedModels)/[^/:]+:"
-)
+from trimgate.providers.registry import REGISTRY, Registry
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +44,8 @@ class NoUpstream(Exception):
 
 
 class Router:
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, registry: Registry = REGISTRY) -> None:
+        self._registry = registry
         self._prefixed = sorted(
             ((up.prefix, name, up) for name, up in config.upstreams.items() if up.prefix),
             key=lambda t: -len(t[0]),
@@ -64,38 +62,13 @@ class Router:
         for prefix, name, up in self._prefixed:
             if path == prefix or path.startswith(prefix + "/"):
                 rest = path[len(prefix) :] or "/"
-                return Route(name, up, rest, *_chat_format(method, rest))
-        provider = _provider_of(path)
+                return Route(name, up, rest, *self._registry.chat_format(method, rest))
+        provider = self._registry.provider_of(path)
         found = self._default.get(provider)
         if found is None:
             raise NoUpstream(provider)
         name, up = found
-        return Route(name, up, path, *_chat_format(method, path))
-
-
-def _provider_of(path: str) -> str:
-    if path == "/v1/messages" or path.startswith("/v1/messages/"):
-        return "anthropic"
-    if _GEMINI_ANY.match(path):
-        return "gemini"
-    return "openai"
-
-
-def _chat_format(method: str, path: str) -> tuple[str | None, bool]:
-    if method != "POST":
-        return None, False
-    if path == "/v1/chat/completions" or path == "/chat/completions":
-        return "openai", False
-    if path == "/v1/responses" or path == "/responses":
-        return "openai-responses", False
-    if path == "/v1/messages":
-        return "anthropic", False
-    if path == "/v1/messages/count_tokens":
-        return "anthropic", True
-    m = _GEMINI_METHOD.match(path)
-    if m:
-        return "gemini", m.group(1) == "countTokens"
-    return None, False
+        return Route(name, up, path, *self._registry.chat_format(method, path))
 
 
 NOT_AN_OPEN_PROXY = "trimgate is not an open proxy"

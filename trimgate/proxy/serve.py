@@ -8,6 +8,7 @@ import gc
 import logging
 import os
 import signal
+import sys
 from collections.abc import Callable
 
 from aiohttp import web
@@ -15,10 +16,10 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 import trimgate
 from trimgate import logs
-from trimgate.config import Config
+from trimgate.config import Config, config_warnings
 from trimgate.proxy.app import ADMIN_PATHS, CONFIG, PROXY, Shared, create_admin_app, create_app
 from trimgate.proxy.front import FrontSite
-from trimgate.proxy.metrics import Metrics
+from trimgate.proxy.metrics import metrics_for
 
 log = logging.getLogger("trimgate")
 
@@ -48,7 +49,7 @@ async def run_server(
     through the supervisor, metrics are exposed from every worker's files.
     """
     registry = CollectorRegistry()
-    shared = Shared(config, registry, Metrics(registry))
+    shared = Shared(config, registry, metrics_for(config, registry))
     output = None
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         output = _multiprocess_output()
@@ -103,6 +104,8 @@ async def run_server(
             "compiled_core": trimgate.compiled(),
         },
     )
+    if relay_path is None:  # one process; with --workers the supervisor says it
+        say_where(config)
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -127,6 +130,43 @@ async def run_server(
         if link is not None:
             await link.close()
         logs.flush()
+
+
+def say_where(config: Config) -> None:
+    """One line for people on stdout, when it is a terminal (the log lines are JSON)."""
+    if sys.stdout.isatty():
+        print(human_banner(config), file=sys.stdout, flush=True)
+
+
+def human_banner(config: Config) -> str:
+    """Where to point each SDK, and where the metrics and events are: one line."""
+    host = config.server.host
+    if host in ("0.0.0.0", ""):
+        host = "127.0.0.1"
+    elif host == "::":
+        host = "::1"
+    if ":" in host:
+        host = f"[{host}]"
+    base = f"http://{host}:{config.server.port}"
+    admin = (
+        base if config.server.admin_port is None else f"http://{host}:{config.server.admin_port}"
+    )
+    sdk = {"openai": "/v1", "anthropic": "", "gemini": ""}
+    parts = []
+    seen: set[str] = set()
+    for name, up in config.upstreams.items():
+        if up.prefix is None and up.provider in seen:
+            continue  # only a provider's default upstream is reached without a prefix
+        if up.prefix is None:
+            seen.add(up.provider)
+        tail = sdk[up.provider]
+        if up.provider == "openai" and up.base_url.endswith("/v1"):
+            tail = ""  # clients send /chat/completions: the base_url has the /v1
+        parts.append(f"{name} {base}{up.prefix or ''}{tail}")
+    return (
+        f"trimgate {trimgate.__version__} on {base}; SDK base URLs: {', '.join(parts)}; "
+        f"metrics {admin}/metrics; events {admin}/api/events"
+    )
 
 
 def proxy_site(
@@ -166,6 +206,8 @@ def _multiprocess_output() -> Callable[[], bytes]:
 
 
 def serve(config: Config, *, workers: int = 1) -> None:
+    for warning in config_warnings(config):  # once, before any worker starts
+        log.warning("config_warning", extra={"event": "config_warning", "warning": warning})
     if workers > 1:
         from trimgate.proxy.workers import run_supervisor
 

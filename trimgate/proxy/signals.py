@@ -46,11 +46,13 @@ class Outcome:
     unresolved: str | None = None
     shadow: bool = False
     attribution: dict[str, str] = field(default_factory=dict)
+    team: str | None = None  # the bounded ``team`` label; None: attribution is off
 
 
-def attribution(headers: Mapping[str, str]) -> dict[str, str]:
-    """Attribution fields from the request's x-trimgate-* headers (case-insensitive)."""
-    out = {}
+def attribution(headers: Mapping[str, str], team: str | None = None) -> dict[str, str]:
+    """Attribution fields from the request's x-trimgate-* headers (case-insensitive),
+    and ``team`` when metering by team is on (a resolved, bounded value)."""
+    out = {"team": team} if team is not None else {}
     for header, key in ATTRIBUTION.items():
         value = headers.get(header)
         if value:
@@ -95,7 +97,7 @@ def response_headers(o: Outcome) -> dict[str, str]:
 def record(o: Outcome, metrics: Metrics, hub: EventHub, *, status: int) -> None:
     """Metrics, the event and the log lines of an examined request."""
     r = o.report
-    mm = metrics.for_model(o.upstream, o.model_label)
+    mm = metrics.for_model(o.upstream, o.model_label, o.team)
     _observe(o, mm)
     base = {
         "request_id": o.request_id,
@@ -140,6 +142,19 @@ def record(o: Outcome, metrics: Metrics, hub: EventHub, *, status: int) -> None:
             "shadow": o.shadow,
         }
         logs.line(log, logging.INFO, "request", fields)
+
+
+def record_usage(o: Outcome, metrics: Metrics, prompt: int, cached: int) -> None:
+    """The provider's prompt usage of an answer: all traffic, and trimmed bodies apart."""
+    mm = metrics.for_model(o.upstream, o.model_label, o.team)
+    cached = min(max(cached, 0), prompt)
+    if prompt <= 0:
+        return
+    mm.prompt_tokens_total.inc(prompt)
+    mm.prompt_cache_read.inc(cached)
+    if o.report.trimmed and not o.shadow:
+        mm.trimmed_prompt_tokens_total.inc(prompt)
+        mm.trimmed_prompt_cache_read.inc(cached)
 
 
 def _observe(o: Outcome, mm: ModelMetrics) -> None:

@@ -1,7 +1,8 @@
-"""Read the provider's prompt-token count from an answer as it is relayed.
+"""Read the provider's prompt usage from an answer as it is relayed.
 
 Rules of this module:
-- Pure: bytes in (``feed``), a count out (``prompt_tokens``); no I/O, no aiohttp. The
+- Pure: bytes in (``feed``), counts out (``usage``: prompt tokens and, of them, those
+  read from the provider's prompt cache); no I/O, no aiohttp. The
   relay feeds it every chunk it writes and never waits on it.
 - It never holds the answer up or holds it whole: a stream is read through
   ``sse.SSEMarkedEvents`` (only events holding one of the codec's usage markers are
@@ -17,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from trimgate.providers.base import Codec
+from trimgate.providers.base import Codec, Usage
 from trimgate.sse import SSEMarkedEvents
 
 USAGE_JSON_LIMIT = 8 * 1024 * 1024  # JSON answers larger than this teach no calibration
@@ -26,9 +27,9 @@ INFLATE_PER_READ = 64 * 1024 * 1024  # more from one read: a bomb, no count is r
 
 
 class UsageSniffer:
-    """The prompt tokens an answer reports, read from its bytes as they pass."""
+    """The prompt usage an answer reports, read from its bytes as they pass."""
 
-    __slots__ = ("_buf", "_codec", "_inflate", "_stream", "_tokens")
+    __slots__ = ("_buf", "_codec", "_inflate", "_stream", "_usage")
 
     def __init__(self, codec: Codec, content_type: str, content_encoding: str = "") -> None:
         self._codec = codec
@@ -47,7 +48,7 @@ class UsageSniffer:
         self._buf: bytearray | None = (
             bytearray() if readable and not sse and "json" in ctype else None
         )
-        self._tokens: int | None = None
+        self._usage: Usage | None = None
 
     def _stop(self) -> None:
         self._stream = self._buf = None
@@ -83,9 +84,9 @@ class UsageSniffer:
             return
         if self._stream is not None:
             for event in self._stream.decode(chunk):
-                tokens = self._codec.stream_usage(event.data)
-                if tokens is not None:
-                    self._tokens = tokens
+                found = self._codec.stream_prompt_usage(event.data)
+                if found is not None:
+                    self._usage = found
         elif self._buf is not None:
             if len(self._buf) + len(chunk) > USAGE_JSON_LIMIT:
                 self._buf = None  # too big to parse for a count: teaches nothing
@@ -93,11 +94,18 @@ class UsageSniffer:
                 self._buf += chunk
 
     @property
-    def prompt_tokens(self) -> int | None:
-        """The last count the answer stated, or None (none yet, or unreadable)."""
+    def usage(self) -> Usage | None:
+        """The last usage the answer stated: (prompt tokens, of them read from the
+        prompt cache), or None (none yet, or unreadable)."""
         if self._buf:
             try:
-                self._tokens = self._codec.usage(orjson.loads(self._buf))
+                self._usage = self._codec.prompt_usage(orjson.loads(self._buf))
             except orjson.JSONDecodeError:
                 return None
-        return self._tokens
+        return self._usage
+
+    @property
+    def prompt_tokens(self) -> int | None:
+        """The prompt tokens of ``usage``."""
+        found = self.usage
+        return found[0] if found is not None else None

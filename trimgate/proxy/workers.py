@@ -111,6 +111,9 @@ async def _supervise(config: Config, workers: int, socket_path: str) -> None:
         return proc
 
     procs = [start(i) for i in range(workers)]
+    from trimgate.proxy.serve import say_where  # imported where used, as in worker_main
+
+    say_where(config)
     restarts: list[float] = []
     try:
         while not stop.is_set():

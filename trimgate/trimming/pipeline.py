@@ -146,7 +146,7 @@ def plan(conversation: Conversation, policy: Policy) -> TrimPlan:
     report = TrimReport(
         trimmed=trim.trimmed,
         dropped_turns=trim.dropped_turns,
-        dropped_messages=len(conversation.messages) - len(kept),
+        dropped_messages=len(conversation.messages) - len(trim.kept) + capped_messages,
         kept_turns=kept_turns,
         tokens_before=before,
         tokens_after=after,

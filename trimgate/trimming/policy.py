@@ -27,7 +27,7 @@ MAX_CALIBRATED_MODELS = 1024
 class Settings:
     """One model's trimming keys as plain values."""
 
-    max_context_tokens: int
+    max_context_tokens: int | None = None  # the fallback window; None: not configured
     pruning_enabled: bool = False
     pruning_max_tokens: int = 0
     reserve_output: bool = True
@@ -127,6 +127,22 @@ def next_attempt(
         ratio=policy.ratio,
         max_turns=sent.kept_turns - 1,
     )
+
+
+# --- windows learned from overflows ---------------------------------------------------
+
+# A stated maximum below this is no context window (a misread, or a reservation left
+# after the output): nothing is learned from it.
+MIN_LEARNED_WINDOW = 256
+
+
+def learned_window(maximum: int | None) -> int | None:
+    """The window an overflow teaches for a model whose window is unknown: the maximum
+    the error states (less the output reservation when it itemises one, so never above
+    the real window), or None when it states none worth keeping."""
+    if maximum is None or maximum < MIN_LEARNED_WINDOW:
+        return None
+    return maximum
 
 
 # --- calibration bookkeeping --------------------------------------------------------

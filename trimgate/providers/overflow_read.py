@@ -1,0 +1,317 @@
+"""How an error is read: the JSON walk that collects an error's messages, codes and
+counts (success bodies never read), and the decision on them (overflow.py's rules).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Final
+
+from trimgate.providers.overflow_wordings import (
+    _CODE_KEYS,
+    _CTX_SIZE_RE,
+    _GEN_CONTEXT_RE,
+    _GEN_EXCESS_RE,
+    _GEN_EXCLUDE_RE,
+    _GEN_LIMIT_RE,
+    _GEN_SUBJECT_RE,
+    _GENERIC_STATUSES,
+    _HINTS,
+    _NEST_KEYS,
+    _NEVER_CODES,
+    _NEVER_STATUSES,
+    _NEVER_WORDS,
+    _OVERFLOW_CODES,
+    _PART_RE,
+    _PATTERNS,
+    _PROMPT_PARTS,
+    _PROMPT_PARTS_2,
+    _RATE_HINTS,
+    _RATE_RE,
+    _STATUS_KEYS,
+    _TEXT_KEYS,
+)
+
+Patterns = tuple[re.Pattern[str], ...]  # compiled operator patterns (compile_patterns)
+
+
+@dataclass(frozen=True, slots=True)
+class Overflow:
+    real: int | None  # prompt tokens the provider says the request had (None if not stated)
+    maximum: int | None  # the limit it states (None if not stated)
+
+
+# --------------------------------------------------------------------------- JSON walking
+
+_MAX_DEPTH: Final = 6
+_MAX_ITEMS: Final = 16
+
+_decoder: Final = json.JSONDecoder()
+
+
+class _Facts:
+    __slots__ = ("codes", "counts", "statuses", "texts")
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+        self.codes: set[str] = set()
+        self.statuses: list[int] = []
+        self.counts: dict[str, int] = {}
+
+
+def _walk_error(node: Any, facts: _Facts, depth: int) -> None:
+    """Collect messages, codes and counts from an error object and the errors inside it."""
+    if depth > _MAX_DEPTH:
+        return
+    if isinstance(node, str):
+        _add_text(node, facts, depth)
+        return
+    if isinstance(node, list):
+        for item in node[:_MAX_ITEMS]:
+            _walk_error(item, facts, depth + 1)
+        return
+    if not isinstance(node, dict):
+        return
+    for key in _TEXT_KEYS:
+        value = node.get(key)
+        if isinstance(value, str):
+            _add_text(value, facts, depth)
+    for key in _CODE_KEYS:
+        value = node.get(key)
+        if isinstance(value, str):
+            if value:
+                facts.codes.add(value.lower())
+        elif isinstance(value, int) and not isinstance(value, bool) and 100 <= value <= 599:
+            facts.statuses.append(value)
+    for key in _STATUS_KEYS:
+        value = node.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and 100 <= value <= 599:
+            facts.statuses.append(value)
+    for key in ("n_prompt_tokens", "n_ctx"):
+        value = node.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            facts.counts[key] = value
+    for key in _NEST_KEYS:
+        value = node.get(key)
+        if isinstance(value, (dict, list)):
+            _walk_error(value, facts, depth + 1)
+    response = node.get("response")  # Responses API: response.failed carries response.error
+    if isinstance(response, dict) and isinstance(response.get("error"), dict):
+        _walk_error(response["error"], facts, depth + 1)
+
+
+def _add_text(text: str, facts: _Facts, depth: int) -> None:
+    facts.texts.append(text)
+    # A message that itself holds JSON (gateways relaying the provider's body).
+    start = text.find("{")
+    if start < 0 or depth >= _MAX_DEPTH:
+        return
+    first_list = text.find("[")
+    if 0 <= first_list < start and text[first_list + 1 : start].strip() == "":
+        start = first_list
+    try:
+        inner, _ = _decoder.raw_decode(text, start)
+    except ValueError:
+        return
+    if isinstance(inner, (dict, list)):
+        _walk_document(inner, facts, depth + 1, error_status=True)
+
+
+def _walk_document(doc: Any, facts: _Facts, depth: int, *, error_status: bool) -> bool:
+    """Walk the error parts of a parsed body; False when it holds no error at all.
+
+    A success body (``choices``, ``candidates``, ``content``...) is never read, so an
+    assistant reply that quotes an overflow message cannot trigger a retry.
+    """
+    if isinstance(doc, list):
+        found = False
+        for item in doc[:_MAX_ITEMS]:
+            found = _walk_document(item, facts, depth + 1, error_status=error_status) or found
+        return found
+    if isinstance(doc, str):
+        if error_status:
+            _add_text(doc, facts, depth)
+            return True
+        return False
+    if not isinstance(doc, dict):
+        return False
+    error = doc.get("error")
+    kind = doc.get("type")
+    if error not in (None, False, "", {}, []):
+        _walk_error(doc, facts, depth)
+        return True
+    if kind == "error" or doc.get("object") == "error":
+        _walk_error(doc, facts, depth)
+        return True
+    if kind == "response.failed":
+        _walk_error(doc, facts, depth)
+        return True
+    choices = doc.get("choices")
+    if isinstance(choices, list) and _walk_choices(choices, facts, depth):
+        return True
+    if isinstance(doc.get("error_message"), str) and doc["error_message"]:
+        # DeepInfra's {"error_type": ..., "error_message": ...}, also as a stream chunk
+        _walk_error(doc, facts, depth)
+        return True
+    if error_status:
+        _walk_error(doc, facts, depth)
+        return True
+    return False
+
+
+def _walk_choices(choices: list[Any], facts: _Facts, depth: int) -> bool:
+    """Gateways that report an error inside a 200 answer's choice: ``finish_reason``
+    ``"error"`` with an ``error`` object (or message) in the choice. A choice without
+    an error is never read (its text is the model's answer)."""
+    found = False
+    for choice in choices[:_MAX_ITEMS]:
+        if not isinstance(choice, dict):
+            continue
+        error = choice.get("error")
+        if error in (None, False, "", {}, []):
+            continue
+        if choice.get("finish_reason") not in (None, "error"):
+            continue
+        _walk_error(error, facts, depth + 1)
+        found = True
+    return found
+
+
+# --------------------------------------------------------------------------- decision
+
+
+def _never(text: str) -> bool:
+    """A rate-limit, quota, billing, auth or safety wording."""
+    low = text.lower()
+    if any(word in low for word in _NEVER_WORDS):
+        return True
+    return any(hint in low for hint in _RATE_HINTS) and _RATE_RE.search(text) is not None
+
+
+def _num(value: str | None) -> int | None:
+    return int(value.replace(",", "")) if value else None
+
+
+# Sentinel, compared by identity: the message states an overflow that no prompt can fix.
+_NOT_FIXABLE: Final = Overflow(None, None)
+
+
+def _read_message(text: str) -> Overflow | None:
+    """The overflow a message states; ``_NOT_FIXABLE`` when the output alone fills it.
+    A pattern that reads counts wins over one that only recognises the wording."""
+    countless: Overflow | None = None
+    for pattern in _PATTERNS:
+        match = pattern.search(text)
+        if match is None:
+            continue
+        groups = match.groupdict()
+        real = _num(groups.get("real"))
+        limit = _num(groups.get("max"))
+        comp = _num(groups.get("comp"))
+        total = _num(groups.get("total"))
+        parts = groups.get("parts")
+        if parts:
+            prompt_sum = comp_sum = 0
+            seen_prompt = seen_comp = False
+            for part in _PART_RE.finditer(parts):
+                what = part.group("what").lower()
+                n = int(part.group("n").replace(",", ""))
+                if what in _PROMPT_PARTS or what in _PROMPT_PARTS_2:
+                    prompt_sum += n
+                    seen_prompt = True
+                else:
+                    comp_sum += n
+                    seen_comp = True
+            if seen_prompt:
+                real = prompt_sum
+            if seen_comp:
+                comp = comp_sum
+        if real is None and total is not None:
+            real = total - comp if comp is not None else total
+        if comp is not None and limit is not None:
+            available = limit - comp
+            if available <= 0:
+                return _NOT_FIXABLE
+            limit = available
+        if real is not None or limit is not None:
+            return Overflow(real, limit)
+        if countless is None:  # keep looking for a pattern that also reads the counts
+            countless = Overflow(None, None)
+    return countless
+
+
+def _effective_status(http_status: int, facts: _Facts) -> int:
+    if http_status >= 400:
+        return http_status
+    for status in facts.statuses:
+        if status >= 400:
+            return status
+    return http_status
+
+
+def _custom(text: str, patterns: Patterns) -> Overflow | None:
+    """An operator's pattern (``upstreams.<name>.overflow_patterns``) matching ``text``;
+    its named groups ``real`` / ``max``, when present, give the counts."""
+    for pattern in patterns:
+        match = pattern.search(text)
+        if match is None:
+            continue
+        groups = match.groupdict()
+        return Overflow(_num(groups.get("real")), _num(groups.get("max")))
+    return None
+
+
+def _generic(text: str) -> bool:
+    """A wording no table lists, judged on its vocabulary: an overflow names the
+    prompt or the context (``context``, ``prompt``, ``input``, ``tokens``...) and an
+    excess (``exceed``, ``too long``, ``longer than``...), and says nothing of an
+    output limit, a byte or media size, or content safety. Rate, quota, billing and
+    auth wordings never get here."""
+    if _GEN_EXCLUDE_RE.search(text) is not None or _GEN_EXCESS_RE.search(text) is None:
+        return False
+    if _GEN_CONTEXT_RE.search(text) is not None:
+        return True
+    return _GEN_SUBJECT_RE.search(text) is not None and _GEN_LIMIT_RE.search(text) is not None
+
+
+def _decide(http_status: int, facts: _Facts, patterns: Patterns = ()) -> Overflow | None:
+    if http_status in _NEVER_STATUSES or any(s in _NEVER_STATUSES for s in facts.statuses):
+        return None
+    if facts.codes & _NEVER_CODES:
+        return None
+    if any(map(_never, facts.texts)):
+        return None
+    found: Overflow | None = None
+    for text in facts.texts:
+        result = _read_message(text)
+        if result is _NOT_FIXABLE:
+            return None
+        if result is not None and (found is None or (found.real is None and found.maximum is None)):
+            found = result
+    if found is None and patterns:
+        for text in facts.texts:
+            found = _custom(text, patterns)
+            if found is not None:
+                break
+    if found is None and facts.codes & _OVERFLOW_CODES:
+        found = Overflow(None, None)
+    status = _effective_status(http_status, facts)
+    if found is None and status in _GENERIC_STATUSES and any(map(_generic, facts.texts)):
+        found = Overflow(None, None)
+    if (
+        found is None
+        and 400 <= _effective_status(http_status, facts) < 500
+        and any(_CTX_SIZE_RE.search(text) for text in facts.texts)
+    ):
+        found = Overflow(None, None)
+    if found is None:
+        return None
+    if found.real is None and found.maximum is None and facts.counts:
+        return Overflow(facts.counts.get("n_prompt_tokens"), facts.counts.get("n_ctx"))
+    return found
+
+
+def _has_hint(lowered: bytes) -> bool:
+    return any(hint in lowered for hint in _HINTS)

@@ -1,0 +1,371 @@
+"""The wordings of "context window exceeded" answers, and of the errors that are not.
+
+Data for overflow.py (which says how they are used): the cheap substring gates, the
+codes and statuses that rule an overflow in or out, the per-provider message patterns
+with their named groups, the generic rule's vocabulary, the never-an-overflow words,
+and where error bodies and SSE events put what is read. Every regex is compiled here,
+once, at import.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+# --------------------------------------------------------------------------- cheap gates
+
+# An overflow body contains at least one of these (lower-cased) fragments.
+_HINTS: Final = (
+    b"context",
+    b"token",
+    b"too long",
+    b"too large",
+    b"exceed",
+    b"maximum",
+    b"length",
+    b"does not fit",
+    b"max_tokens",
+)
+
+# Statuses that are never an overflow, as HTTP status or as a code inside the body.
+_NEVER_STATUSES: Final = frozenset({401, 402, 403, 404, 407, 429, 529})
+
+# ``type`` / ``code`` / ``status`` / ``reason`` values (lower-cased) that rule an overflow out.
+_NEVER_CODES: Final = frozenset(
+    {
+        "rate_limit_exceeded",
+        "rate_limit_error",
+        "ratelimiterror",
+        "insufficient_quota",
+        "quota_exceeded",
+        "resource_exhausted",
+        "tokens",  # OpenAI / Groq: the ``type`` of a tokens-per-minute limit
+        "requests",  # OpenAI: the ``type`` of a requests-per-minute limit
+        "throttlingexception",
+        "throttling_exception",
+        "too_many_requests",
+        "overloaded_error",
+        "authentication_error",
+        "permission_error",
+        "permission_denied",
+        "unauthenticated",
+        "invalid_api_key",
+        "api_key_invalid",
+        "billing_error",
+        "content_filter",
+    }
+)
+
+# ``type`` / ``code`` values that say "context window exceeded" on their own.
+_OVERFLOW_CODES: Final = frozenset(
+    {
+        "context_length_exceeded",
+        "exceed_context_size_error",
+        "context_window_exceeded",
+        "model_context_window_exceeded",
+        "context_exceeded",
+    }
+)
+
+_RATE_RE: Final = re.compile(
+    r"rate[ _-]?limit|tokens? per (?:min|minute|hour|day)\b|requests? per (?:min|minute|day)\b"
+    r"|\b(?:tpm|rpm|tpd|rpd|itpm|otpm)\b|quota|too many requests|throttl"
+    r"|resource[ _]exhausted|insufficient[ _](?:quota|balance|credits?)",
+    re.IGNORECASE,
+)
+
+# --------------------------------------------------------------------------- messages
+
+_N: Final = r"\d+(?:,\d{3})*"  # 4097, 200000, 5,958,968 (never swallows a trailing comma)
+
+
+def _p(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern.replace("{N}", _N), re.IGNORECASE)
+
+
+# Itemised parts of a "you requested T tokens (...)" message.
+_PART_RE: Final = _p(
+    r"(?P<n>{N}) (?:in|of|for) (?:the |your )?"
+    r"(?P<what>messages|prompt|functions|tools?|text input|tool input|completion|output)\b"
+)
+_PROMPT_PARTS: Final = frozenset({"messages", "prompt", "functions", "tool", "tools"})
+_PROMPT_PARTS_2: Final = frozenset({"text input", "tool input"})
+
+
+# A pattern's named groups: real (prompt tokens), max (window), comp (output reservation),
+# total (everything requested), parts (an itemised breadcrumb). Order: specific first.
+_PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
+    # vLLM >= 0.8: "... maximum context length is L tokens. However, you requested C output
+    # tokens and your prompt contains at least P input tokens ..."
+    _p(
+        r"maximum context length is (?P<max>{N}) tokens?\.? however,? you requested (?P<comp>{N})"
+        r" output tokens(?: and your prompt contains (?:at least )?(?P<real>{N}) input tokens)?"
+    ),
+    # vLLM: "'max_tokens' ... is too large: C. This model's maximum context length is L tokens
+    # and your request has P input tokens (C > L - P)"
+    _p(
+        r"maximum context length is (?P<max>{N}) tokens? and your request has (?P<real>{N})"
+        r" input tokens \((?P<comp>{N}) >"
+    ),
+    # OpenAI / Azure / vLLM / FastChat / DeepSeek
+    _p(
+        r"maximum context length is (?P<max>{N}) tokens?[.,]? however,? your messages resulted"
+        r" in (?:over )?(?P<real>{N}) tokens"
+    ),
+    # OpenAI / Azure / vLLM / DeepSeek / OpenRouter (itemised or not)
+    _p(
+        r"maximum context length is (?P<max>{N}) tokens?[.,]? however,? you requested"
+        r" (?:about )?(?P<total>{N}) tokens(?: \((?P<parts>[^)]*)\))?"
+    ),
+    # OpenAI (newer)
+    _p(
+        r"input tokens exceed the configured limit of (?P<max>{N}) tokens\.? your messages"
+        r" resulted in (?P<real>{N}) tokens"
+    ),
+    # SGLang
+    _p(
+        r"maximum context length of (?P<max>{N}) tokens\.? you requested a total of"
+        r" (?P<total>{N}) tokens: (?P<real>{N}) tokens from the input messages and"
+        r" (?P<comp>{N}) tokens for the completion"
+    ),
+    # LiteLLM / OpenAI-compatible proxies
+    _p(r"requested token count exceeds the model'?s maximum context length of (?P<max>{N}) tokens"),
+    _p(r"maximum context length (?:has been|was) exceeded"),
+    # Anthropic (also through Bedrock, Vertex, OpenRouter, LiteLLM)
+    _p(r"prompt is too long: (?P<real>{N}) tokens > (?P<max>{N}) maximum"),
+    # Ollama (newer)
+    _p(r"prompt is too long: (?P<real>{N}), model maximum context length: (?P<max>{N})"),
+    _p(
+        r"input length and `?max_tokens`? exceed context limit: (?P<real>{N}) \+ (?P<comp>{N})"
+        r" > (?P<max>{N})"
+    ),
+    _p(r"\bprompt is too long\b"),
+    # Gemini / Vertex
+    _p(
+        r"input token count(?: \((?P<real>{N})\))? exceeds the maximum number of tokens"
+        r" allowed(?: \(?(?P<max>{N})\)?)?"
+    ),
+    # xAI
+    _p(r"maximum prompt length is (?P<max>{N}) but the request contains (?P<real>{N}) tokens"),
+    # llama.cpp server
+    _p(
+        r"request \((?P<real>{N}) tokens\) exceeds the available context size"
+        r" \((?P<max>{N}) tokens\)"
+    ),
+    _p(r"exceeds the available context size"),
+    # TGI / Hugging Face / Together
+    _p(
+        r"inputs`? tokens \+ `?max_new_tokens`? must be <= (?P<max>{N})\.? given: (?P<real>{N})"
+        r" `?inputs`? tokens and (?P<comp>{N}) `?max_new_tokens"
+    ),
+    _p(r"inputs`? must have less than (?P<max>{N}) tokens\.? given: (?P<real>{N})"),
+    # LM Studio
+    _p(
+        r"trying to keep the first (?P<real>{N}) tokens when context the overflows\.? however,"
+        r" the model is loaded with context length of only (?P<max>{N}) tokens"
+    ),
+    _p(
+        r"tokens to keep from the initial prompt is greater than the context length"
+        r"(?: \(n_keep: (?P<real>{N}) ?>= ?n_ctx: (?P<max>{N})\))?"
+    ),
+    _p(
+        r"input does not fit in context length\.? the input has (?P<real>{N}) tokens, but the"
+        r" context length only supports (?P<max>{N}) tokens"
+    ),
+    # Mistral
+    _p(
+        r"prompt contains (?P<real>{N}) tokens\b[^.]{0,80}?too large for model with (?P<max>{N})"
+        r" maximum context length"
+    ),
+    # Ollama
+    _p(r"prompt too long; exceeded (?:max )?context length"),
+    _p(r"input length exceeds the context length"),
+    # SGLang / Together
+    _p(
+        r"input \((?P<real>{N}) tokens\) is longer than the model'?s context length"
+        r" \((?P<max>{N}) tokens\)"
+    ),
+    # SGLang / OpenRouter (Poolside) / OpenAI-compatible
+    _p(
+        r"input length \(?(?P<real>{N})(?: tokens)?\)? exceeds (?:the )?(?:model'?s )?maximum"
+        r" (?:allowed (?:input )?length|context length)(?: of)? \(?(?P<max>{N})(?: tokens)?\)?"
+    ),
+    # GitHub Copilot
+    _p(r"prompt token count of (?P<real>{N}) exceeds the limit of (?P<max>{N})"),
+    # Cerebras
+    _p(
+        r"reduce the length of the messages or completion\.? current length is (?P<real>{N})"
+        r" while limit is (?P<max>{N})"
+    ),
+    # Groq (and the tail of OpenAI's messages)
+    _p(r"please reduce the length of the messages"),
+    # OpenAI Responses / Azure
+    _p(r"input exceeds the context window"),
+    # Bedrock
+    _p(r"input is too long for requested model"),
+    # vLLM (older)
+    _p(
+        r"prompt \(total length (?P<real>{N})\) is too long to fit into the model"
+        r" \(context length (?P<max>{N})\)"
+    ),
+    _p(r"prompt \(length (?P<real>{N})\) is longer than the maximum model length of (?P<max>{N})"),
+    # Kimi / Moonshot
+    _p(r"exceeded model token limit: (?P<max>{N}) \(requested: (?P<real>{N})\)"),
+    # ds4
+    _p(
+        r"prompt has (?P<real>{N}) tokens?, but the configured context size is (?P<max>{N}) tokens?"
+    ),
+    _p(r"prompt tokens \((?P<real>{N})\) exceeds context size \((?P<max>{N})\)"),
+    # oMLX
+    _p(r"prompt too long: (?P<real>{N}) tokens exceeds max context window of (?P<max>{N}) tokens"),
+    # kronk
+    _p(r"the context window is full"),
+    # SambaNova
+    _p(
+        r"maximum context length of [^.]{0,80}? is (?P<max>{N})\.? however,? answering your"
+        r" request will take (?P<total>{N}) tokens"
+    ),
+    # SiliconFlow
+    _p(r"length of prompt_tokens \((?P<real>{N})\) must be less than max_seq_len \((?P<max>{N})\)"),
+    # Volcengine Ark / OpenAI-compatible
+    _p(r"input length (?P<real>{N}) exceeds the maximum length (?P<max>{N})"),
+    # Alibaba DashScope / Qwen (the range's upper bound is the input limit)
+    _p(r"range of input length should be \[1, ?(?P<max>{N})\]"),
+    # Ollama (llama-server runner)
+    _p(r"the prompt is longer than the context length"),
+    # Zhipu GLM (code 1261) / MLX servers
+    _p(r"\bprompt exceeds (?:the )?(?:model'?s )?max(?:imum)? (?:context )?length\b"),
+    # MiniMax: the number in parentheses is an error code, not a count
+    _p(r"context window exceeds limit"),
+    # Baidu Qianfan / ERNIE
+    _p(r"\bprompt tokens too long\b"),
+    # GitHub Models / Azure AI model inference (code tokens_limit_reached, HTTP 413): the
+    # tier's per-request input limit, which a shorter prompt meets
+    _p(r"request body too large for .{0,120}? model\. max size: (?P<max>{N}) tokens"),
+    # Cohere (the total counts the prompt and the prediction)
+    _p(
+        r"too many tokens: total number of tokens(?: \(prompt and prediction\))? cannot exceed"
+        r" (?P<max>{N}) - received (?P<total>{N})"
+    ),
+    # Volcengine Ark (Doubao and hosted models): images and text together
+    _p(r"total tokens of image and text exceed max message tokens"),
+    # vLLM: "... maximum context length is L tokens. However, your request has P input tokens."
+    _p(
+        r"maximum context length is (?P<max>{N}) tokens?[.,]? however,? your request has"
+        r" (?P<real>{N}) input tokens"
+    ),
+    # vLLM (older): max_tokens defaulted to max_model_len - prompt_tokens went negative
+    _p(r"max_tokens must be at least 1, got -\d+"),
+)
+
+# The generic rule (``_generic``): vocabulary for wordings no pattern lists.
+_GEN_CONTEXT_RE: Final = _p(
+    r"\bcontext(?:[ _-]?(?:window|length|size|limit))?\b|\bmax_?seq_?len\b|\bsequence length\b"
+)
+_GEN_SUBJECT_RE: Final = _p(r"\b(?:prompt|input|tokens?)\b")
+_GEN_LIMIT_RE: Final = _p(r"\b(?:max|maximum|limit|length|window|size|allowed)\b")
+_GEN_EXCESS_RE: Final = _p(
+    r"exceed|too (?:long|large|big|many tokens)|longer than|greater than|more than|larger than"
+    r"|must be (?:less|smaller|at most|<)|over the (?:limit|maximum)|is full\b|overflow"
+)
+# Output limits, byte or media sizes, request shapes: never a prompt that fits after a trim.
+_GEN_EXCLUDE_RE: Final = _p(
+    r"max_(?:new_|completion_|output_)?tokens|max_length|output tokens?|completion tokens?"
+    r"|maximum tokens you requested|generat"
+    r"|\bbytes?\b|\b[kmg]i?b\b|megabytes|image|audio|video|file|attachment|document|pdf"
+    r"|payload|request body|body size|string too long|expected a string|array too long"
+    r"|\bitems?\b|\btools?\b|function|schema|stop sequences?|\bn\b must|embedding|\bbatch\b"
+)
+# Words of errors that are never overflows, whatever else they say: billing, auth and
+# content safety (rate limits and quotas are ``_RATE_RE``). Plain substrings of the
+# lower-cased message: a case-insensitive alternation this long costs ~70 us a message.
+_NEVER_WORDS: Final = (
+    "billing",
+    "credit balance",
+    "insufficient balance",
+    "insufficient funds",
+    "insufficient credit",
+    "payment",
+    "arrears",
+    "afford",
+    "more credits",
+    "monthly limit",
+    "settings/keys",
+    "settings/credits",
+    "upgrade to",
+    "api key",
+    "api_key",
+    "api-key",
+    "apikey",
+    "unauthorized",
+    "unauthorised",
+    "authenticat",
+    "forbidden",
+    "access denied",
+    "permission",
+    "content filter",
+    "content management",
+    "content policy",
+    "safety",
+    "moderation",
+    "flagged",
+    "inappropriate",
+    "sensitive",
+    "responsible ai",
+    "jailbreak",
+    "data_inspection",
+    "violat",
+    "please wait",
+    "wait before",
+)
+# ``_RATE_RE`` runs only on a message holding one of these (it is a long alternation too).
+_RATE_HINTS: Final = (
+    "rate",
+    " per ",
+    "tpm",
+    "rpm",
+    "tpd",
+    "rpd",
+    "quota",
+    "too many requests",
+    "throttl",
+    "exhausted",
+    "insufficient",
+)
+
+# Statuses (effective: HTTP or the code in the body) under which the generic rule may fire.
+_GENERIC_STATUSES: Final = frozenset({200, 400, 413, 422})
+
+# llama.cpp and LM Studio also say this when the shared KV pool runs out or generation
+# fills the window (a 500 server_error, also mid-stream); only a 4xx means the prompt.
+_CTX_SIZE_RE: Final = _p(r"context size has been exceeded")
+
+# --------------------------------------------------------------------------- JSON keys
+
+_TEXT_KEYS: Final = ("message", "msg", "detail", "error", "error_message", "errorMessage", "raw")
+_CODE_KEYS: Final = ("type", "code", "status", "reason", "error_type", "errorType", "__type")
+_STATUS_KEYS: Final = ("http_status_code", "status_code", "statusCode")
+_NEST_KEYS: Final = ("error", "metadata", "details", "errors", "innererror", "detail")
+
+# --------------------------------------------------------------------------- SSE events
+
+# SSE events that precede the first output without carrying any (skipped, not decisive).
+# A tuple, not a set: an event's "type" may be any JSON value, and a list is unhashable.
+_LIFECYCLE_TYPES: Final = (
+    "response.created",
+    "response.in_progress",
+    "response.queued",
+    "ping",
+    "message_start",
+)
+
+# Chat-chunk delta keys that carry output when non-empty.
+_DELTA_OUTPUT_KEYS: Final = (
+    "content",
+    "reasoning_content",
+    "reasoning",
+    "tool_calls",
+    "function_call",
+    "refusal",
+    "audio",
+)
