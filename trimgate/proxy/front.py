@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from email.utils import formatdate
 from typing import Final, cast
 
-from aiohttp import web
+from aiohttp import web, web_protocol
 from multidict import CIMultiDictProxy
 
 from trimgate.proxy import http11
@@ -276,6 +276,9 @@ class FrontProtocol(asyncio.Protocol):
         handler = self._front.aiohttp_server()
         transport.set_protocol(handler)
         handler.connection_made(transport)
+        # aiohttp's handler gives a head no deadline: the head handed over (a long one, or
+        # one still arriving) must end within STALL, as the front's own heads must
+        self._loop.call_later(STALL, _head_deadline, handler, transport)
         if data:
             handler.data_received(data)
         if not self._reading:
@@ -350,6 +353,12 @@ class FrontProtocol(asyncio.Protocol):
     @property
     def between_requests(self) -> bool:
         return not self._gone and self._reader.state <= http11.HEAD
+
+
+def _head_deadline(handler: web_protocol.RequestHandler, transport: asyncio.Transport) -> None:
+    """Close a handed-over connection on which aiohttp has not read a whole head yet."""
+    if getattr(handler, "_request_count", 1) == 0 and not transport.is_closing():
+        transport.close()
 
 
 class Front:
