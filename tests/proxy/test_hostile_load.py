@@ -16,6 +16,7 @@ import pytest
 from tests.fakes import FakeProvider, Reply, json_reply, openai_ok
 from tests.proxy.bodies import anthropic_messages, openai_chat
 from tests.proxy.conftest import MakeStack
+from trimgate.proxy.app import PROXY
 from trimgate.proxy.examine import Examiner
 
 
@@ -130,3 +131,42 @@ async def test_a_large_body_is_examined_off_the_event_loop(
     await stack.client.post("/v1/chat/completions", json=openai_chat(10, size=20_000))
     assert threads[0] == threading.current_thread().name  # a small body: inline
     assert threads[1].startswith("trimgate-examine")
+
+
+async def test_the_front_counts_a_body_before_reading_it(make_stack: MakeStack) -> None:
+    """On trimgate's front a body is counted from its head: past the budget it gets 503
+    before a byte of it is read (aiohttp's server is counted from Content-Length too,
+    once the handler runs)."""
+    stack = await make_stack(server={"max_buffered_bytes": 300_000, "http_server": "trimgate"})
+    body = orjson.dumps(openai_chat(1, size=200_000, model="gpt-4o"))
+    head = (
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: proxy\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode()
+    port = stack.server.port
+    assert port is not None
+    r1, w1 = await asyncio.open_connection("127.0.0.1", port)
+    r2, w2 = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        w1.write(head + body[:1000])  # a body in progress: counted whole from its head
+        await w1.drain()
+        await asyncio.sleep(0.1)
+        w2.write(head)  # no body sent at all
+        await w2.drain()
+        answer = await asyncio.wait_for(r2.read(), 5)  # answered, then closed
+        assert answer.startswith(b"HTTP/1.1 503 ") and b"\r\nRetry-After: 1\r\n" in answer
+        assert b"trimgate_busy" in answer
+        w1.write(body[1000:])
+        await w1.drain()
+        first = await asyncio.wait_for(r1.readuntil(b"\r\n\r\n"), 5)
+        assert first.startswith(b"HTTP/1.1 200 ")
+    finally:
+        for w in (w1, w2):
+            w.close()
+    assert len(stack.fake.requests) == 1
+    proxy = stack.app[PROXY]
+    for _ in range(100):
+        if proxy.bodies.held == 0:
+            break
+        await asyncio.sleep(0.01)
+    assert proxy.bodies.held == 0  # every byte counted was given back

@@ -37,6 +37,7 @@ from trimgate.proxy import upstream as up
 from trimgate.proxy.answers import error_response, refuse
 from trimgate.proxy.events import EventHub
 from trimgate.proxy.examine import Chat, Examiner, InflatedTooLarge, control_header_problem
+from trimgate.proxy.front import BodyBudget, FrontRequest
 from trimgate.proxy.metrics import Metrics
 from trimgate.proxy.relay import Attempt, Incoming, relay, sniff_overflow
 from trimgate.proxy.retry import Send, Sleep, send_with_retries, unresolved
@@ -86,8 +87,9 @@ class Proxy:
         token = config.server.admin_token
         self._admin_token = token.encode("utf-8", "surrogateescape") if token else None
         self._max_body = config.server.max_body_bytes
-        self._max_buffered = config.server.max_buffered_bytes
-        self._held = 0  # request-body bytes held by the requests in flight
+        # request-body bytes held by the requests in flight (the front counts those it
+        # reads before reading them; the proxy counts the others)
+        self.bodies = BodyBudget(config.server.max_buffered_bytes)
         self._executor: ThreadPoolExecutor | None = None
         self.team = team_resolver(config.metrics.attribution)  # None: no team label
         if self.team is not None and not metrics.teams:
@@ -138,16 +140,20 @@ class Proxy:
         # The bytes this request's body holds, counted against server.max_buffered_bytes
         # from the declared length on, before the body is read (aiohttp's server) and
         # until the answer is relayed (the body is kept for a retry).
-        held = min(_declared_length(request.headers), self._max_body)
-        if not self._hold(held):
+        if isinstance(request, FrontRequest) and request.busy:
             return self._busy(route, provider, request_id, team)
+        held = 0
+        if not (isinstance(request, FrontRequest) and request.held):
+            held = min(_declared_length(request.headers), self._max_body)
+            if not self.bodies.take(held):
+                return self._busy(route, provider, request_id, team)
         try:
             try:
                 body = await request.read()
             except web.HTTPRequestEntityTooLarge:
                 return self._too_large(route, provider, request_id, "", team)
-            if len(body) > held:
-                if not self._hold(len(body) - held):
+            if len(body) > held and not (isinstance(request, FrontRequest) and request.held):
+                if not self.bodies.take(len(body) - held):
                     return self._busy(route, provider, request_id, team)
                 held = len(body)
             try:
@@ -158,7 +164,7 @@ class Proxy:
                 request, route, provider, body, chat, skipped, request_id, started, team
             )
         finally:
-            self._held -= held
+            self.bodies.give(held)
 
     async def _send_and_relay(
         self,
@@ -192,16 +198,6 @@ class Proxy:
             return error_response(provider, exc.status, str(exc), request_id)
 
     # --- bounds -----------------------------------------------------------------
-
-    def _hold(self, size: int) -> bool:
-        """Count ``size`` more body bytes as held, unless that passes
-        ``server.max_buffered_bytes`` (a lone request is always let through)."""
-        if size <= 0:
-            return True
-        if self._held and self._held + size > self._max_buffered:
-            return False
-        self._held += size
-        return True
 
     def _busy(self, route: Route, provider: str, request_id: str, team: str | None) -> web.Response:
         self._count(route, "other", 503, team)
