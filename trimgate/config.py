@@ -52,6 +52,12 @@ class ServerConfig(_Strict):
     admin_port: int | None = Field(default=None, ge=0, le=65535)
     admin_token: str | None = None
     max_body_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
+    # A compressed chat body may inflate to at most this many times its size (and to at
+    # most max_body_bytes): a gzip bomb gets 413 before it is inflated further.
+    max_inflation_ratio: int = Field(default=200, ge=1)
+    # Request-body bytes all requests in flight may hold at once (per process): past it,
+    # a new request gets 503 with Retry-After.
+    max_buffered_bytes: int = Field(default=512 * 1024 * 1024, gt=0)
     connect_timeout: float = Field(default=10.0, gt=0)
     # Time allowed between two reads from the provider: generous, because a
     # long generation may think for minutes before its first byte.

@@ -719,3 +719,25 @@ def test_heldout_figures(capsys: pytest.CaptureFixture[str]) -> None:
     assert not false_positives
     assert not wrong_counts
     assert len(overflows) - len(missed) >= 0.98 * len(overflows)
+
+
+# --------------------------------------------------------------------------- unfixable
+
+_RESERVATION = (
+    "This model's maximum context length is 4097 tokens. However, you requested 14097 tokens "
+    "(4097 in the messages, 10000 in the completion). Please reduce the length of the "
+    "messages or completion."
+)
+
+
+def test_an_output_reservation_filling_the_window_is_unfixable_not_an_overflow() -> None:
+    body = _error_body(_RESERVATION)
+    assert detect_overflow(400, body, wire_format="openai") is None
+    assert overflow.detect_unfixable(400, body)
+    event = b"data: " + body + b"\n\n"
+    assert overflow.detect_unfixable(200, event)
+    fixable = _error_body(_RESERVATION.replace("10000 in the completion", "10 in the completion"))
+    assert not overflow.detect_unfixable(400, fixable)
+    assert not overflow.detect_unfixable(429, body)  # a rate-limit status never is
+    assert not overflow.detect_unfixable(200, b'{"choices": []}')
+    assert not overflow.detect_unfixable(400, b"{" * 5000)  # malformed: never guessed

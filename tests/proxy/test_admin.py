@@ -315,3 +315,33 @@ async def test_stop_does_not_wait_for_connected_subscribers(admin: bool) -> None
         assert body.startswith(b"retry: 3000\n\n")
         sse.release()
         await ws.close()
+
+
+@pytest.mark.parametrize("http_server", ["trimgate", "aiohttp"])
+@pytest.mark.parametrize(
+    ("method", "path", "headers"),
+    [
+        ("GET", "/metrics/", {"Authorization": f"Bearer {TOKEN}"}),
+        ("GET", "/api/events/", {"Authorization": f"bearer  {TOKEN}"}),
+        ("GET", "/Metrics", {"Authorization": f"Bearer {TOKEN}"}),
+        ("POST", "/v1/chat/completions", {"Authorization": f"Bearer {TOKEN}"}),
+        ("POST", "/v1/messages", {"x-api-key": TOKEN}),
+        ("POST", f"/v1beta/models/g:generateContent?alt=sse&key={TOKEN}", {}),
+        ("POST", "/v1beta/models/g:generateContent", {"x-goog-api-key": TOKEN}),
+    ],
+)
+async def test_the_admin_token_never_goes_upstream(
+    make_stack: MakeStack, method: str, path: str, headers: dict[str, str]
+) -> None:
+    stack = await make_stack(server={"admin_token": TOKEN})
+    resp = await stack.client.request(method, path, headers=headers, json=openai_chat(1))
+    assert resp.status == 404
+    assert resp.headers["x-trimgate-error"] == "true"
+    assert TOKEN not in await resp.text()
+    assert stack.fake.requests == []
+    # another credential on the same paths is forwarded as usual
+    other = {k: v.replace(TOKEN, "sk-user") for k, v in headers.items()}
+    resp = await stack.client.request(
+        method, path.replace(TOKEN, "sk-user"), headers=other, json=openai_chat(1)
+    )
+    assert resp.status == 200 and len(stack.fake.requests) == 1

@@ -102,7 +102,10 @@ async def test_a_handed_over_connection_is_served_by_aiohttp() -> None:
             pass
 
     handler.connection_made(Transport())
+    # front._head_deadline: a handler counts the heads it has read
+    assert handler._request_count == 0
     handler.data_received(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert handler._request_count == 1
     for _ in range(20):
         await asyncio.sleep(0.01)
         if b"hi" in b"".join(written):
@@ -111,3 +114,21 @@ async def test_a_handed_over_connection_is_served_by_aiohttp() -> None:
     assert b"".join(written).endswith(b"\r\n\r\nhi")
     handler.connection_lost(None)
     await server.shutdown(0.1)
+
+
+def test_the_aiohttp_client_internals_the_fallback_client_uses_are_there() -> None:
+    # upstream._StrictConnector: which pooled connection is reused, and how it is made
+    from aiohttp import client_proto, connector
+
+    get = inspect.signature(connector.BaseConnector._get)
+    assert list(get.parameters) == ["self", "key", "traces"]
+    release = inspect.signature(connector.BaseConnector._release)
+    assert list(release.parameters)[:3] == ["self", "key", "protocol"]
+    assert "should_close" in release.parameters
+    assert "self._factory = functools.partial(ResponseHandler" in inspect.getsource(
+        connector.BaseConnector.__init__
+    )
+    assert isinstance(
+        inspect.getattr_static(client_proto.ResponseHandler, "should_close"), property
+    )
+    assert isinstance(inspect.getattr_static(connector.Connection, "protocol"), property)

@@ -355,7 +355,10 @@ async def test_exhausted_returns_provider_error_unchanged(make_stack: MakeStack)
     # lone turn still overflows and is not resent
     assert len(fake.requests) == 2 and resp.headers["x-trimgate-retries"] == "1"
     assert resp.headers["x-trimgate-kept-turns"] == "1"
-    assert stack.metric("trimgate_trim_exhausted_total", upstream="openai", model="gpt-4o") == 1
+    labels = {"upstream": "openai", "model": "gpt-4o"}
+    assert stack.metric("trimgate_trim_exhausted_total", **labels, reason="one-turn") == 1
+    assert stack.metric("trimgate_trim_exhausted_total", **labels, reason="retries-spent") == 0
+    assert "x-trimgate-retries-spent" not in resp.headers
 
 
 async def test_lone_turn_is_never_resent(make_stack: MakeStack) -> None:
@@ -371,7 +374,10 @@ async def test_retries_stop_at_max_retries(make_stack: MakeStack) -> None:
     stack = await make_stack(fake, trimming={"reactive": {"max_retries": 1}})
     resp = await stack.client.post("/v1/chat/completions", json=openai_chat(10, model="gpt-4o"))
     assert resp.status == 400 and len(fake.requests) == 2
-    assert resp.headers["x-trimgate-exhausted"] == "true"
+    assert resp.headers["x-trimgate-retries-spent"] == "true"
+    assert "x-trimgate-exhausted" not in resp.headers
+    labels = {"upstream": "openai", "model": "gpt-4o", "reason": "retries-spent"}
+    assert stack.metric("trimgate_trim_exhausted_total", **labels) == 1
 
 
 async def test_reactive_disabled_never_retries(make_stack: MakeStack) -> None:

@@ -81,7 +81,7 @@ async def connection(
 async def closed_by_server(reader: asyncio.StreamReader) -> bool:
     try:
         return await asyncio.wait_for(reader.read(1), 5) == b""
-    except ConnectionResetError:  # closed with our bytes unread: the kernel says reset
+    except (ConnectionResetError, BrokenPipeError):  # closed with our bytes unread
         return True
 
 
@@ -841,3 +841,30 @@ def test_on_uvloop(test: Callable[..., Awaitable[None]]) -> None:
 
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         runner.run(run())
+
+
+async def test_a_long_head_handed_to_aiohttp_must_end_in_time(
+    make_stack: MakeStack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(front, "STALL", 0.3)
+    stack = await make_stack()
+    padding = "".join(f"X-Pad-{i}: {'p' * 200}\r\n" for i in range(90))  # about 19 KiB
+    request = chat_request(extra=padding)
+    assert request.index(b"\r\n\r\n") > 16 * 1024  # over the front's head limit
+    async with connection(stack) as (reader, writer):  # a long head that stops midway
+        writer.write(request[:17_000])
+        assert await closed_by_server(reader)
+    async with connection(stack) as (reader, writer):  # bytes keep coming, too slowly
+        writer.write(request[:16_500])
+        with contextlib.suppress(ConnectionError):  # closed while it writes
+            for i in range(8):
+                writer.write(request[16_500 + i : 16_501 + i])
+                await asyncio.sleep(0.05)
+        assert await closed_by_server(reader)
+    async with connection(stack) as (reader, writer):  # a long head in time is served
+        writer.write(request)
+        assert (await read_answer(reader))[0] == 200
+        await asyncio.sleep(0.5)  # past the deadline: the connection stays open
+        writer.write(chat_request())
+        assert (await read_answer(reader))[0] == 200
+    assert len(stack.fake.requests) == 2

@@ -32,7 +32,7 @@ LEGACY_LABELS = {  # the labels of these counters without attribution
     "trimgate_dropped_turns_total": {"upstream", "model", "reason"},
     "trimgate_tokens_dropped_total": {"upstream", "model", "reason"},
     "trimgate_context_overflows_total": {"upstream", "model"},
-    "trimgate_trim_exhausted_total": {"upstream", "model"},
+    "trimgate_trim_exhausted_total": {"upstream", "model", "reason"},
     "trimgate_prompt_tokens_total": {"upstream", "model"},
     "trimgate_prompt_cache_read_tokens_total": {"upstream", "model"},
     "trimgate_trimmed_prompt_tokens_total": {"upstream", "model"},
@@ -177,7 +177,7 @@ def test_ten_thousand_values_on_a_fresh_registry() -> None:
         metrics.count_request("openai", "openai", "small-*", 200, team)
         outcome = Outcome(
             f"{i:016x}", "openai", "openai", "openai-chat", "small-1", "small-*", report,
-            "preemptive", overflows=1, exhausted=True, team=team,
+            "preemptive", overflows=1, unresolved="one-turn", team=team,
         )  # fmt: skip
         record(outcome, metrics, hub, status=200)
     for name in BY_TEAM:

@@ -123,6 +123,34 @@ def test_each_attempt_keeps_fewer_turns_within_the_reactive_budget(
     assert replace(nxt, budget=first.budget, max_turns=None, step=first.step) == first
 
 
+@given(
+    st.integers(2, 500),
+    st.integers(1, 10**6),
+    st.none() | st.integers(1, 10**6),
+    st.none() | st.integers(1, 10**6),
+    st.integers(1, 10),
+)
+def test_later_attempts_aim_at_most_at_two_thirds_of_the_previous_estimate(
+    kept: int, after: int, real: int | None, maximum: int | None, retry: int
+) -> None:
+    first = Policy(budget=10**6, breadcrumb_tokens=8)
+    nxt = next_attempt(first, report(kept=kept, after=after), real, maximum, retry=retry)
+    assert nxt.max_turns == kept - 1
+    assert nxt.budget == min(reactive_budget(after, real, maximum), max(1, after * 2 // 3))
+
+
+def test_a_fixed_understated_count_still_shrinks_the_prompt_geometrically() -> None:
+    # a provider that always says 4100 > 4096, whatever it was sent
+    first = Policy(budget=10**6, breadcrumb_tokens=8)
+    estimate, targets = 90_000, []
+    for retry in range(3):
+        nxt = next_attempt(first, report(kept=50, after=estimate), 4100, 4096, retry=retry)
+        targets.append(nxt.budget)
+        estimate = nxt.budget
+    assert targets[0] == reactive_budget(90_000, 4100, 4096)  # the stated deficit first
+    assert targets[2] < 90_000 * 0.45  # then 2/3 of each previous attempt
+
+
 def test_calibration_learns_from_the_body_sent_in_raw_estimate_tokens() -> None:
     s = Settings(max_context_tokens=0)
     sent = report(before=20_000, after=10_000)

@@ -141,6 +141,7 @@ _ERROR_TYPES: Final = {
     404: "not_found_error",
     413: "request_too_large",
     502: "api_error",
+    503: "overloaded_error",
     504: "timeout_error",
 }
 _GUESS_PARTS: Final = ("tool_use", "tool_result", "thinking")  # content parts only it has

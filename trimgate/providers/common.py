@@ -53,8 +53,29 @@ def json_bytes(value: Any) -> int:
         return utf8_len(value)
     try:
         return len(orjson.dumps(value))
-    except TypeError:  # not JSON-serialisable: cannot come from orjson.loads
-        return len(repr(value))
+    except TypeError:  # nested deeper than orjson encodes (over 254 levels)
+        return _walked_size(value)
+
+
+def _walked_size(value: Any) -> int:
+    """About the compact JSON size of ``value``, without recursion (any depth)."""
+    size = 0
+    stack: list[Any] = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, str):
+            size += utf8_len(node) + 2
+        elif isinstance(node, dict):
+            size += 1 + 2 * len(node)  # braces, colons and commas
+            for key, item in node.items():
+                size += utf8_len(str(key)) + 2
+                stack.append(item)
+        elif isinstance(node, list):
+            size += 1 + len(node)
+            stack.extend(node)
+        else:
+            size += len(str(node))
+    return size
 
 
 def rebuild(

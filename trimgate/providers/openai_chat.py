@@ -164,7 +164,11 @@ def openai_error_body(status: int, message: str, request_id: str) -> dict[str, A
             "message": message,
             "type": "trimgate_error",
             "param": None,
-            "code": {502: "upstream_unreachable", 504: "upstream_timeout"}.get(status),
+            "code": {
+                502: "upstream_unreachable",
+                503: "trimgate_busy",
+                504: "upstream_timeout",
+            }.get(status),
         }
     }
 

@@ -44,16 +44,21 @@ import orjson
 
 from trimgate.providers.overflow_read import (
     _MAX_ITEMS,
+    _NOT_FIXABLE,
     Overflow,
     Patterns,
     _decide,
     _Facts,
     _has_hint,
+    _never,
+    _read_message,
     _walk_document,
 )
 from trimgate.providers.overflow_wordings import (
     _DELTA_OUTPUT_KEYS,
     _LIFECYCLE_TYPES,
+    _NEVER_CODES,
+    _NEVER_STATUSES,
 )
 from trimgate.sse import event_fields
 
@@ -67,6 +72,7 @@ __all__ = [
     "detect_overflow",
     "detect_stream_event_overflow",
     "detect_stream_overflow",
+    "detect_unfixable",
     "stream_event_has_output",
     "stream_head_decided",
 ]
@@ -120,11 +126,17 @@ def detect_overflow(
         return None
     if not patterns and not _has_hint(body.lower()):
         return None
+    facts = _body_facts(status, body, head)
+    return None if facts is None else _decide(status, facts, patterns)
+
+
+def _body_facts(status: int, body: bytes, head: bytes) -> _Facts | None:
+    """The error facts of a whole body; None when it states no error."""
     facts = _Facts()
     if head[:1] in (b"{", b"["):
         try:
             doc = orjson.loads(body)
-        except orjson.JSONDecodeError:
+        except (orjson.JSONDecodeError, RecursionError):
             return None  # malformed or cut JSON: never guess from fragments
         if not _walk_document(doc, facts, 0, error_status=status >= 400):
             return None
@@ -132,7 +144,37 @@ def detect_overflow(
         facts.texts.append(body.decode("utf-8", "replace"))
     else:
         return None
-    return _decide(status, facts, patterns)
+    return facts
+
+
+def detect_unfixable(status: int, body: bytes) -> bool:
+    """Whether an error body (or an SSE stream head, or one SSE event) states a context
+    overflow that no trim can fix: the output reservation it itemises alone fills the
+    window ("... 10000 in the completion" with a 4097 window). ``detect_overflow``
+    says None for such an answer; this tells it from any other non-overflow, so the
+    answer can say why nothing was resent. Rate-limit, quota and auth answers never are.
+    """
+    if not body or len(body) > MAX_BYTES:
+        return False
+    head = body[:64].lstrip()
+    if head[:5] == b"data:" or head[:6] in (b"event:", b"error:"):
+        for name, payload in _events(body):
+            data = payload.strip() if payload else b""
+            if data[:1] in (b"{", b"[") and detect_unfixable(400 if name == "error" else 200, data):
+                return True
+        return False
+    if status < 400 and b"error" not in body:
+        return False
+    if not _has_hint(body.lower()):
+        return False
+    facts = _body_facts(status, body, head)
+    if facts is None:
+        return False
+    if status in _NEVER_STATUSES or any(s in _NEVER_STATUSES for s in facts.statuses):
+        return False
+    if facts.codes & _NEVER_CODES or any(map(_never, facts.texts)):
+        return False
+    return any(_read_message(text) is _NOT_FIXABLE for text in facts.texts)
 
 
 _MAX_EVENTS: Final = 16

@@ -79,7 +79,7 @@ def create_app(
     app[HUB] = shared.hub
     app[PROXY] = proxy
     app[REGISTRY_KEY] = shared.registry
-    app.cleanup_ctx.append(_upstream_client(config, shared))
+    app.cleanup_ctx.append(_upstream_client(config, shared, proxy))
     # the admin paths first: the proxy's catch-all would forward them upstream
     if admin:
         _admin_routes(app, shared, metrics_output)
@@ -91,9 +91,10 @@ def create_app(
 
 
 def _upstream_client(
-    config: Config, shared: Shared
+    config: Config, shared: Shared, proxy: Proxy
 ) -> Callable[[web.Application], AsyncIterator[None]]:
-    """The cleanup context that opens the upstream client before serving, closes it after."""
+    """The cleanup context that opens the upstream client before serving, closes it (and
+    the proxy's examination threads) after."""
 
     async def client_ctx(_: web.Application) -> AsyncIterator[None]:
         if any(u.base_url.startswith("https:") for u in config.upstreams.values()):
@@ -103,6 +104,7 @@ def _upstream_client(
         try:
             yield
         finally:
+            proxy.close()
             await shared.client.close()
             shared.client = None
 

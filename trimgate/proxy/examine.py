@@ -54,11 +54,31 @@ def decode_chat(
             return decoded, None
         try:
             parsed = orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            raise DecodeError("invalid-json") from None
+        except orjson.JSONDecodeError as exc:
+            raise DecodeError(_too_deep(exc) or "invalid-json") from None
         if not isinstance(parsed, dict):
             raise DecodeError("not-an-object")
     return codec.decode(parsed, path=path, options=options), parsed
+
+
+def encode_chat(codec: Codec, decoded: Decoded, trim_plan: Any, breadcrumb: str) -> bytes:
+    """The body a plan forwards. Raises ``DecodeError("too-deep")`` when the kept items
+    nest deeper than the JSON encoder goes (valid JSON a client may send: nothing to do
+    with it but forward it as it came)."""
+    try:
+        return orjson.dumps(codec.encode(decoded, trim_plan, breadcrumb=breadcrumb))
+    except TypeError as exc:
+        reason = _too_deep(exc)
+        if reason is None:
+            raise
+        raise DecodeError(reason) from None
+
+
+def _too_deep(exc: Exception) -> str | None:
+    """``too-deep`` when orjson gave up on nesting depth (over 254 levels to encode,
+    over 1024 to decode), else None."""
+    text = str(exc)
+    return "too-deep" if "Recursion limit" in text or "depth limit" in text else None
 
 
 @dataclass(slots=True)
@@ -103,8 +123,7 @@ class Chat:
             raw = inflated
         decoded, _ = decode_chat(self.codec, raw, self.route.path, self.options, self.tool_texts)
         new_plan = plan(decoded.conversation, policy)
-        crumb = self.settings.breadcrumb
-        body = orjson.dumps(self.codec.encode(decoded, new_plan, breadcrumb=crumb))
+        body = encode_chat(self.codec, decoded, new_plan, self.settings.breadcrumb)
         return new_plan.report, body
 
 
@@ -120,6 +139,7 @@ class Examiner:
         self.catalog = Catalog(user)
         self.mode = config.trimming.mode
         self.max_body = config.server.max_body_bytes
+        self.max_ratio = config.server.max_inflation_ratio
         self.settings = config.trimming.settings()
         self.overrides = {
             (m.name or m.match): config.for_model(m.trimming).settings()
@@ -141,18 +161,14 @@ class Examiner:
         calibration: Mapping[str, Calibration],
         learned: Mapping[str, int] | None = None,
     ) -> tuple[Chat | None, str | None]:
-        """The examined chat, or None and why it is forwarded untouched (None: mode off).
-
-        ``learned`` holds the windows overflows stated for models without one (model
-        string -> window): used only when neither the config nor the catalog knows the
-        model and ``trimming.max_context_tokens`` is not set. An examined chat with a
-        reason (``provider-managed``, ``unknown-window``) was not trimmed up front."""
+        """The examined chat, or None, and why it is not trimmed up front (None: mode off).
+        ``learned``: windows overflows taught for models nobody configured (``_window``)."""
         assert route.wire_format is not None
         mode = self._mode(headers)
         if mode == "off":
             return None, None
         encoding = headers.get("Content-Encoding", "").lower().strip()
-        raw = decompress(body, encoding, self.max_body) if encoding else body
+        raw = self._inflated(body, encoding) if encoding else body
         if raw is None:
             return None, "compressed-body"
         codec = CODECS[route.wire_format]
@@ -171,9 +187,12 @@ class Examiner:
         window = self._window(entry, decoded.model, settings, headers, route, learned)
         policy = _policy(settings, window, decoded, headers, calibration, label, entry)
         shadow = mode == "shadow"
-        report, settings, send_body, counted_after, skipped = self._outgoing(
-            route, codec, decoded, policy, settings, shadow, body, window is None
-        )
+        try:  # DecodeError: the kept items nest deeper than the encoder goes
+            report, settings, send_body, counted_after, skipped = self._outgoing(
+                route, codec, decoded, policy, settings, shadow, body, window is None
+            )
+        except DecodeError as exc:
+            return None, exc.reason
         # The parsed body, its conversation and the plan are freed on return (Chat's doc)
         chat = Chat(
             route=route,
@@ -193,6 +212,11 @@ class Examiner:
             counted_after=counted_after,
         )
         return chat, skipped
+
+    def _inflated(self, body: bytes, encoding: str) -> bytes | None:
+        """The body inflated; None when it cannot be (``InflatedTooLarge``: the caller's
+        413)."""
+        return inflate(body, encoding, min(self.max_body, max(1, len(body)) * self.max_ratio))
 
     def _outgoing(
         self,
@@ -225,8 +249,7 @@ class Examiner:
             report = untouched(report, decoded.conversation)
             skipped = PROVIDER_MANAGED
         elif not shadow and trim_plan.changed:
-            crumb = settings.breadcrumb
-            send_body = orjson.dumps(codec.encode(decoded, trim_plan, breadcrumb=crumb))
+            send_body = encode_chat(codec, decoded, trim_plan, settings.breadcrumb)
         return report, settings, send_body, counted_after, skipped
 
     @staticmethod
@@ -324,6 +347,15 @@ def int_header(value: str | None) -> int | None:
     return n if n > 0 else None
 
 
+class InflatedTooLarge(Exception):
+    """A compressed body inflates past ``server.max_body_bytes`` or past
+    ``server.max_inflation_ratio`` times its size: the request gets 413."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"the request body inflates past {limit} bytes")
+        self.limit = limit
+
+
 def control_header_problem(headers: Mapping[str, str]) -> str | None:
     """Why the request's ``x-trimgate-budget`` or ``x-trimgate-mode`` cannot be obeyed
     (the 400's message, naming the header), or None. An empty value counts as absent."""
@@ -339,16 +371,31 @@ def control_header_problem(headers: Mapping[str, str]) -> str | None:
 
 
 def decompress(body: bytes, encoding: str, limit: int) -> bytes | None:
-    """``body`` inflated (gzip / deflate), or None: another encoding, corrupt, or larger
-    than ``limit`` once inflated (never inflated past it)."""
-    if encoding not in ("gzip", "deflate", "x-gzip"):
-        return None
-    wbits = 16 + zlib.MAX_WBITS if encoding in ("gzip", "x-gzip") else zlib.MAX_WBITS
+    """``body`` inflated (gzip / deflate), or None: another encoding, corrupt or cut
+    short, or larger than ``limit`` once inflated (never inflated past it)."""
     try:
-        d = zlib.decompressobj(wbits)
+        return inflate(body, encoding, limit)
+    except InflatedTooLarge:
+        return None
+
+
+def inflate(body: bytes, encoding: str, limit: int) -> bytes | None:
+    """``body`` inflated (gzip / deflate), or None: another encoding, corrupt or cut
+    short. Raises ``InflatedTooLarge`` past ``limit`` bytes (never inflated further)."""
+    d = _inflater(encoding)
+    if d is None:
+        return None
+    try:
         out = d.decompress(body, limit + 1)
     except zlib.error:
         return None
     if len(out) > limit or d.unconsumed_tail:
+        raise InflatedTooLarge(limit)
+    return out if d.eof else None
+
+
+def _inflater(encoding: str) -> Any:
+    if encoding not in ("gzip", "deflate", "x-gzip"):
         return None
-    return out
+    wbits = 16 + zlib.MAX_WBITS if encoding in ("gzip", "x-gzip") else zlib.MAX_WBITS
+    return zlib.decompressobj(wbits)

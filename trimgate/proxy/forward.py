@@ -16,11 +16,14 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import hmac
 import logging
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from urllib.parse import parse_qsl
 
 from aiohttp import web
 from multidict import CIMultiDict
@@ -33,10 +36,11 @@ from trimgate.providers.base import Codec
 from trimgate.proxy import upstream as up
 from trimgate.proxy.answers import error_response, refuse
 from trimgate.proxy.events import EventHub
-from trimgate.proxy.examine import Chat, Examiner, control_header_problem
+from trimgate.proxy.examine import Chat, Examiner, InflatedTooLarge, control_header_problem
+from trimgate.proxy.front import BodyBudget, FrontRequest
 from trimgate.proxy.metrics import Metrics
 from trimgate.proxy.relay import Attempt, Incoming, relay, sniff_overflow
-from trimgate.proxy.retry import Send, Sleep, send_with_retries
+from trimgate.proxy.retry import Send, Sleep, send_with_retries, unresolved
 from trimgate.proxy.routing import NoUpstream, Route, Router, refusal
 from trimgate.proxy.signals import Outcome, attribution, record, record_usage, response_headers
 from trimgate.proxy.usage import UsageSniffer as UsageSniffer  # bench/ablate.py replaces it
@@ -47,6 +51,11 @@ from trimgate.trimming.pipeline import TrimReport
 from trimgate.trimming.policy import learned, learned_window
 
 log = logging.getLogger("trimgate")
+
+# A chat body larger than this (or compressed) is examined in a worker thread: decoding
+# and planning a multi-MB history takes tens of milliseconds the loop must not stall for.
+EXAMINE_INLINE_BYTES = 256 * 1024
+EXAMINE_THREADS = 2
 
 # Request ids are unique, not secret: a PRNG seeded from os.urandom, no syscall per request.
 _IDS = random.Random()
@@ -75,6 +84,13 @@ class Proxy:
         self._client = client
         self._sleep = sleep
         self.calibration: dict[str, Calibration] = {}
+        token = config.server.admin_token
+        self._admin_token = token.encode("utf-8", "surrogateescape") if token else None
+        self._max_body = config.server.max_body_bytes
+        # request-body bytes held by the requests in flight (the front counts those it
+        # reads before reading them; the proxy counts the others)
+        self.bodies = BodyBudget(config.server.max_buffered_bytes)
+        self._executor: ThreadPoolExecutor | None = None
         self.team = team_resolver(config.metrics.attribution)  # None: no team label
         if self.team is not None and not metrics.teams:
             raise ValueError("metrics.attribution is on: Metrics(registry, teams=True)")
@@ -100,21 +116,77 @@ class Proxy:
             )
         provider = route.upstream.provider
         team = self.team(request.headers) if self.team is not None else None
+        early = self._refused(request, route, provider, request_id, team)
+        if early is not None:
+            return early
+        if isinstance(request, web.Request) and is_upgrade(request.headers):
+            # trimgate's front hands every upgrade to aiohttp, so it arrives here
+            return await self.websockets.relay(request, route, request_id)
+        # The bytes this request's body holds, counted against server.max_buffered_bytes
+        # from the declared length on, before the body is read (aiohttp's server) and
+        # until the answer is relayed (the body is kept for a retry).
+        if isinstance(request, FrontRequest) and request.busy:
+            return self._busy(route, provider, request_id, team)
+        held = 0
+        if not (isinstance(request, FrontRequest) and request.held):
+            held = min(_declared_length(request.headers), self._max_body)
+            if not self.bodies.take(held):
+                return self._busy(route, provider, request_id, team)
+        try:
+            try:
+                body = await request.read()
+            except web.HTTPRequestEntityTooLarge:
+                return self._too_large(route, provider, request_id, "", team)
+            if len(body) > held and not (isinstance(request, FrontRequest) and request.held):
+                if not self.bodies.take(len(body) - held):
+                    return self._busy(route, provider, request_id, team)
+                held = len(body)
+            try:
+                chat, skipped = await self._examine_off_loop(request, route, body, request_id)
+            except InflatedTooLarge:
+                return self._too_large(route, provider, request_id, " once inflated", team)
+            return await self._send_and_relay(
+                request, route, provider, body, chat, skipped, request_id, started, team
+            )
+        finally:
+            self.bodies.give(held)
+
+    def _refused(
+        self, request: Incoming, route: Route, provider: str, request_id: str, team: str | None
+    ) -> web.Response | None:
+        """The answer to a routed request that is never forwarded, or None."""
+        if self._admin_token is not None and _carries(request, self._admin_token):
+            # a scraper's mistyped admin path (``/metrics/``): the admin token never
+            # leaves trimgate, and the upstream is never contacted
+            self._count(route, "other", 404, team)
+            log.warning(
+                "a request carrying the admin token was not forwarded",
+                extra={"event": "admin_token_refused", "request_id": request_id},
+            )
+            return error_response(
+                provider,
+                404,
+                "not an admin endpoint; a request carrying the admin token is never forwarded",
+                request_id,
+            )
         bad = control_header_problem(request.headers)
         if bad is not None:  # the client asked trimgate for something it cannot do
             self._count(route, "other", 400, team)
             return error_response(provider, 400, bad, request_id)
-        if isinstance(request, web.Request) and is_upgrade(request.headers):
-            # trimgate's front hands every upgrade to aiohttp, so it arrives here
-            return await self.websockets.relay(request, route, request_id)
-        try:
-            body = await request.read()
-        except web.HTTPRequestEntityTooLarge:
-            self._count(route, "other", 413, team)
-            return error_response(
-                provider, 413, "request body exceeds server.max_body_bytes", request_id
-            )
-        chat, skipped = self._examine_safely(request, route, body, request_id)
+        return None
+
+    async def _send_and_relay(
+        self,
+        request: Incoming,
+        route: Route,
+        provider: str,
+        body: bytes,
+        chat: Chat | None,
+        skipped: str | None,
+        request_id: str,
+        started: float,
+        team: str | None,
+    ) -> web.StreamResponse | None:
         try:
             return await self._forward(
                 request, route, body, chat, skipped, request_id, started, team
@@ -134,7 +206,50 @@ class Proxy:
             )
             return error_response(provider, exc.status, str(exc), request_id)
 
+    # --- bounds -----------------------------------------------------------------
+
+    def _busy(self, route: Route, provider: str, request_id: str, team: str | None) -> web.Response:
+        self._count(route, "other", 503, team)
+        log.warning(
+            "request bodies in flight are at server.max_buffered_bytes; answered 503",
+            extra={"event": "busy", "request_id": request_id, "upstream": route.name},
+        )
+        response = error_response(
+            provider, 503, "trimgate is holding too many request bodies; retry", request_id
+        )
+        response.headers["Retry-After"] = "1"
+        return response
+
+    def _too_large(
+        self, route: Route, provider: str, request_id: str, how: str, team: str | None
+    ) -> web.Response:
+        self._count(route, "other", 413, team)
+        return error_response(
+            provider, 413, f"request body exceeds server.max_body_bytes{how}", request_id
+        )
+
+    def close(self) -> None:
+        """Stop the examination threads (at shutdown)."""
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            self._executor = None
+
     # --- examine ----------------------------------------------------------------
+
+    async def _examine_off_loop(
+        self, request: Incoming, route: Route, body: bytes, request_id: str
+    ) -> tuple[Chat | None, str | None]:
+        """``_examine_safely``; a large or compressed body in a worker thread, so that
+        decoding and planning it does not hold up every other request on the loop."""
+        if route.wire_format is None or (
+            len(body) <= EXAMINE_INLINE_BYTES and "Content-Encoding" not in request.headers
+        ):
+            return self._examine_safely(request, route, body, request_id)
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(EXAMINE_THREADS, "trimgate-examine")
+        return await asyncio.get_running_loop().run_in_executor(
+            self._executor, self._examine_safely, request, route, body, request_id
+        )
 
     def _examine_safely(
         self, request: Incoming, route: Route, body: bytes, request_id: str
@@ -143,6 +258,8 @@ class Proxy:
             return None, None
         try:
             return self._examine(request, route, body)
+        except InflatedTooLarge:
+            raise
         except Exception as exc:  # a bug must not break a request the provider would answer
             log.exception(
                 "examining the request failed; forwarding it untouched",
@@ -270,7 +387,7 @@ class Proxy:
             reason=reason,
             retries=state.retries,
             overflows=state.overflows,
-            exhausted=final.overflow is not None,
+            unresolved=unresolved(final, report),
             shadow=chat.shadow,
         )
         return final, outcome
@@ -294,18 +411,23 @@ class Proxy:
             headers.popall("Content-Encoding")
         t = time.perf_counter()
         resp = await self._client().request(method, url, headers, payload)
+        if resp.status < 100:  # 000-099 parse as three digits but are no HTTP status
+            resp.close()
+            raise UpstreamError(f"upstream sent an invalid status code ({resp.status:03d})")
         self.metrics.for_upstream(route.name)[1].observe(time.perf_counter() - t)
         if codec is None:
             timer.spent += time.perf_counter() - t
             return Attempt(resp, b"", None)
         try:
-            head, overflow = await sniff_overflow(codec, resp)
+            head, overflow, unfixable = await sniff_overflow(
+                codec, resp, route.upstream.compiled_overflow_patterns
+            )
         except BaseException:
             resp.close()
             raise
         finally:
             timer.spent += time.perf_counter() - t  # waiting for the first bytes is upstream's
-        return Attempt(resp, head, overflow)
+        return Attempt(resp, head, overflow, unfixable=unfixable)
 
     def _learning(self, chat: Chat, send: Send, request_id: str) -> Send:
         """``send``, learning the model's window from the first overflow that states one."""
@@ -389,6 +511,40 @@ def _record(outcome: Outcome, metrics: Metrics, hub: EventHub, status: int) -> N
                 "error_type": type(exc).__name__,
             },
         )
+
+
+# Where a client puts a credential: the admin token in any of them is never forwarded.
+_CREDENTIAL_HEADERS = ("Authorization", "x-api-key", "x-goog-api-key", "api-key")
+
+
+def _carries(request: Incoming, token: bytes) -> bool:
+    """Whether ``request`` carries the admin ``token`` as a credential (in constant time
+    for each value compared)."""
+    for name in _CREDENTIAL_HEADERS:
+        for value in request.headers.getall(name, ()):
+            given = value.encode("utf-8", "surrogateescape").strip()
+            scheme, _, rest = given.partition(b" ")
+            if rest and scheme.lower() in (b"bearer", b"basic", b"token"):
+                given = rest.strip()
+            if hmac.compare_digest(given, token):
+                return True
+    query = request.raw_path.partition("?")[2]
+    if "key=" in query:  # Gemini's ?key=
+        for name, value in parse_qsl(query, keep_blank_values=True):
+            given = value.encode("utf-8", "surrogateescape")
+            if name == "key" and hmac.compare_digest(given, token):
+                return True
+    return False
+
+
+def _declared_length(headers: Mapping[str, str]) -> int:
+    """The declared body length (0 when absent or odd; zero padding of any length is
+    allowed, as the servers allow it, and a length past 2**62 reads as 2**62)."""
+    value = headers.get("Content-Length", "").strip()
+    if not value.isascii() or not value.isdigit():
+        return 0
+    digits = value.lstrip("0")
+    return int(digits) if len(digits) <= 18 else 1 << 62
 
 
 def _unreadable_encodings(accept: str) -> bool:

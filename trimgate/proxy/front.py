@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from email.utils import formatdate
 from typing import Final, cast
 
-from aiohttp import web
+from aiohttp import web, web_protocol
 from multidict import CIMultiDictProxy
 
 from trimgate.proxy import http11
@@ -71,6 +71,30 @@ class _Date:
         return cls.value
 
 
+class BodyBudget:
+    """The request-body bytes all requests in flight may hold in one process
+    (``server.max_buffered_bytes``), shared by the front and the proxy."""
+
+    __slots__ = ("held", "limit")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.held = 0
+
+    def take(self, size: int) -> bool:
+        """Count ``size`` more bytes, unless that passes the limit (a lone request is
+        always let through)."""
+        if size <= 0:
+            return True
+        if self.held and self.held + size > self.limit:
+            return False
+        self.held += size
+        return True
+
+    def give(self, size: int) -> None:
+        self.held -= size
+
+
 class FrontRequest:
     """One request served by the front: the part of ``web.Request`` the proxy reads,
     and the answer's writer (``start``, ``write``, ``write_eof``)."""
@@ -80,8 +104,10 @@ class FrontRequest:
         "_conn",
         "_pending",
         "body",
+        "busy",
         "finished",
         "headers",
+        "held",
         "keep",
         "method",
         "path",
@@ -97,6 +123,8 @@ class FrontRequest:
         self.headers = CIMultiDictProxy(request.headers)
         self.keep = request.keep
         self.body = request.body
+        self.held = 0  # body bytes the front counted in its BodyBudget (released by it)
+        self.busy = False  # over the BodyBudget: the body was not read, the proxy says 503
         self.started = False
         self.finished = False
         self._chunked = False
@@ -192,6 +220,7 @@ class FrontProtocol(asyncio.Protocol):
         self._loop = front.loop
         self.transport: asyncio.Transport | None = None
         self._reader = http11.RequestReader(max_body=front.max_body, delegated=front.delegated)
+        self._held = 0  # bytes of the body in progress counted in front.bodies
         self._gone = False  # closed, or handed over to aiohttp
         self._task: asyncio.Task[None] | None = None
         self._timer: asyncio.TimerHandle | None = None
@@ -215,6 +244,9 @@ class FrontProtocol(asyncio.Protocol):
         self._arm()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self._held and self._front.bodies is not None:
+            self._front.bodies.give(self._held)  # a body that never arrived whole
+            self._held = 0
         self._gone = True
         self.transport = None
         self._front.forget(self)
@@ -258,10 +290,20 @@ class FrontProtocol(asyncio.Protocol):
         event = self._reader.next_event()
         if type(event) is http11.Request:
             self._disarm()
-            self._task = self._loop.create_task(self._serve(FrontRequest(self, event)))
+            request = FrontRequest(self, event)
+            request.held, self._held = self._held, 0
+            self._task = self._loop.create_task(self._serve(request))
         elif type(event) is http11.Delegate:
             self._hand_over(event.data)
         elif self._reader.state == http11.BODY:
+            pending = self._reader.pending
+            bodies = self._front.bodies
+            if not self._held and pending is not None and bodies is not None:
+                # counted before the body is read: past the budget, it is not read at all
+                if not bodies.take(pending.length):
+                    self._refuse_body(pending)
+                    return
+                self._held = pending.length
             self._arm(STALL)
         elif self._reader.state == http11.IDLE:
             self._arm()  # blank lines only: still idle
@@ -276,11 +318,26 @@ class FrontProtocol(asyncio.Protocol):
         handler = self._front.aiohttp_server()
         transport.set_protocol(handler)
         handler.connection_made(transport)
+        # aiohttp's handler gives a head no deadline: the head handed over (a long one, or
+        # one still arriving) must end within STALL, as the front's own heads must
+        self._loop.call_later(STALL, _head_deadline, handler, transport)
         if data:
             handler.data_received(data)
         if not self._reading:
             self._reading = True
             transport.resume_reading()
+
+    def _refuse_body(self, pending: http11.Request) -> None:
+        """Over the body budget: the proxy answers 503 (in the provider's envelope) without
+        the body, which is never read; the connection closes after the answer."""
+        self._disarm()
+        if self.transport is not None and self._reading:
+            self._reading = False
+            self.transport.pause_reading()
+        head = http11.Request(pending.method, pending.target, pending.headers, 0, False)
+        request = FrontRequest(self, head)
+        request.busy = True
+        self._task = self._loop.create_task(self._serve(request))
 
     # --- answering ---------------------------------------------------------------
 
@@ -302,6 +359,8 @@ class FrontProtocol(asyncio.Protocol):
                     await request.send(web.json_response({"error": "internal error"}, status=500))
         finally:
             self._task = None
+            if request.held and self._front.bodies is not None:
+                self._front.bodies.give(request.held)
         self._done(request)
 
     def _done(self, request: FrontRequest) -> None:
@@ -352,6 +411,12 @@ class FrontProtocol(asyncio.Protocol):
         return not self._gone and self._reader.state <= http11.HEAD
 
 
+def _head_deadline(handler: web_protocol.RequestHandler, transport: asyncio.Transport) -> None:
+    """Close a handed-over connection on which aiohttp has not read a whole head yet."""
+    if getattr(handler, "_request_count", 1) == 0 and not transport.is_closing():
+        transport.close()
+
+
 class Front:
     """What the connections share: the handler, aiohttp's server for hand-overs, limits."""
 
@@ -363,8 +428,10 @@ class Front:
         max_body: int,
         delegated: frozenset[str],
         grace: float = SHUTDOWN_TIMEOUT,
+        bodies: BodyBudget | None = None,
     ) -> None:
         self.handle = handle
+        self.bodies = bodies  # request bodies counted before they are read, when given
         self.aiohttp_server = aiohttp_server
         self.max_body = max_body
         self.delegated = delegated
@@ -420,6 +487,7 @@ class FrontSite(web.BaseSite):
         reuse_port: bool = False,
         backlog: int = 128,
         grace: float = SHUTDOWN_TIMEOUT,
+        bodies: BodyBudget | None = None,
     ) -> None:
         super().__init__(runner, backlog=backlog)
         self._listen_backlog = backlog
@@ -428,7 +496,9 @@ class FrontSite(web.BaseSite):
         self._reuse_port = reuse_port
         server = runner.server
         assert server is not None
-        self._front = Front(handle, server, max_body=max_body, delegated=delegated, grace=grace)
+        self._front = Front(
+            handle, server, max_body=max_body, delegated=delegated, grace=grace, bodies=bodies
+        )
         runner.app[FRONTS].append(self._front)
 
     @property

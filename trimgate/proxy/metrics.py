@@ -3,7 +3,8 @@
 Label values are bounded: ``upstream`` is a configured name, ``provider`` one
 of three, ``model`` a catalog entry's name or ``other`` (on
 ``trimgate_learned_window_tokens``: one of the first 32 learned model names, or
-``other``), ``status`` an HTTP status code, ``reason`` preemptive or reactive. With
+``other``), ``status`` an HTTP status code, ``reason`` preemptive or reactive (or, on
+``trimgate_trim_exhausted_total``, one of ``UNRESOLVED``). With
 ``metrics.attribution`` on, the counters named in ``BY_TEAM`` carry one more label,
 ``team`` (bounded by the resolver in ``trimgate.attribution``); with it off they are
 exactly as without it.
@@ -46,6 +47,10 @@ BY_TEAM = frozenset(
 TEAM = "team"
 
 _TRIM = ("upstream", "model", "reason")
+# Why an overflow went back to the client (``trimgate_trim_exhausted_total{reason}``):
+# one turn was left, the retries ran out with more left, or the error states an output
+# reservation that alone fills the window.
+UNRESOLVED = ("one-turn", "retries-spent", "output-reservation")
 _UM = ("upstream", "model")
 
 
@@ -116,8 +121,9 @@ class Metrics:
         )
         self.trim_exhausted = counter(
             "trimgate_trim_exhausted_total",
-            "Overflows returned to the client because nothing more could be dropped.",
-            _UM,
+            "Overflows returned to the client unresolved, by reason (one-turn, "
+            "retries-spent, output-reservation).",
+            _TRIM,
         )
 
     def _declare_usage_counters(self) -> None:
@@ -290,7 +296,7 @@ class ModelMetrics:
         self.utilization = child(m.utilization, *um)
         self.context_overflows = child(m.context_overflows, *um)
         self.reactive_retries = child(m.reactive_retries, *um)
-        self.trim_exhausted = child(m.trim_exhausted, *um)
+        self.trim_exhausted = {r: child(m.trim_exhausted, *um, r) for r in UNRESOLVED}
         self.capped_messages = child(m.capped_messages, *um)
         self.orphans_removed = child(m.orphans_removed, *um)
         self.tool_results_capped = child(m.tool_results_capped, *um)

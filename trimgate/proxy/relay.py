@@ -2,8 +2,10 @@
 
 Rules of this module:
 - Before relaying, only as much of an answer is read as tells an overflow (an error
-  body up to ``ERROR_BODY_LIMIT``, a stream's first decisive event, a JSON answer's first
-  chunk); those bytes are relayed first, so nothing read is lost.
+  body up to ``ERROR_BODY_LIMIT``; a stream's events up to the first with output, each
+  checked; a JSON answer's first chunk, or all of it when it may state an error); those
+  bytes are relayed first, so nothing read is lost. Once a byte is relayed, nothing is an
+  overflow any more.
 - The relay writes each chunk as it arrives (no buffering), to either server: aiohttp's
   ``StreamResponse`` or trimgate's own front (``FrontRequest``).
 - A provider that breaks off mid-answer ends the client's connection: a truncated answer
@@ -13,6 +15,7 @@ Rules of this module:
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -20,7 +23,12 @@ from aiohttp import web
 
 from trimgate.errors import UpstreamError
 from trimgate.providers.base import Codec
-from trimgate.providers.overflow import Overflow, stream_head_decided
+from trimgate.providers.overflow import (
+    Overflow,
+    Patterns,
+    detect_unfixable,
+    stream_event_has_output,
+)
 from trimgate.proxy import upstream as up
 from trimgate.proxy.examine import decompress
 from trimgate.proxy.front import FrontRequest
@@ -29,7 +37,12 @@ from trimgate.proxy.usage import UsageSniffer
 log = logging.getLogger("trimgate")
 
 ERROR_BODY_LIMIT = 256 * 1024  # an error body read whole to recognise an overflow
-FIRST_EVENT_LIMIT = 64 * 1024
+# A 200 stream is held until its first event with output, at most this many bytes (the
+# Responses API's lifecycle events echo instructions and tools: they can be large).
+STREAM_HOLD_LIMIT = 1024 * 1024
+SMALL_JSON_LIMIT = 64 * 1024  # a 200 JSON answer of known length up to this is read whole
+_CHOICE_ERROR = re.compile(rb'"finish_reason"\s*:\s*"error"')
+_EVENT_SEPARATORS = (b"\r\n\r\n", b"\n\n", b"\r\r")
 Incoming = web.Request | FrontRequest  # aiohttp's request, or one trimgate's front parsed
 
 
@@ -41,39 +54,120 @@ class Attempt:
     head: bytes  # body bytes already read from resp, relayed first
     overflow: Overflow | None
     retry: bool = False
+    # an overflow no trim can fix (the output reservation alone fills the window)
+    unfixable: bool = False
 
 
-async def sniff_overflow(codec: Codec, resp: up.Answer) -> tuple[bytes, Overflow | None]:
-    """Read just enough of an answer to tell an overflow, and return those bytes."""
+async def sniff_overflow(
+    codec: Codec, resp: up.Answer, patterns: Patterns = ()
+) -> tuple[bytes, Overflow | None, bool]:
+    """Read just enough of an answer to tell an overflow: those bytes, the overflow, and
+    whether the answer states one no trim can fix (``detect_unfixable``).
+
+    ``patterns`` are the upstream's own overflow wordings (``overflow_patterns``)."""
     encoding = resp.headers.get("Content-Encoding", "")
     ctype = resp.headers.get("Content-Type", "").lower()
     if resp.status >= 400:
         head, complete = await up.read_head(resp, ERROR_BODY_LIMIT)
         if not complete:
-            return head, None
+            return head, None, False
         body = head
         if encoding:
             inflated = decompress(head, encoding.lower(), ERROR_BODY_LIMIT * 8)
             if inflated is None:
-                return head, None
+                return head, None, False
             body = inflated
-        return head, codec.detect_overflow(resp.status, body)
+        return (head, *_judge(codec, resp.status, body, patterns))
     if encoding or resp.status != 200:
-        return b"", None
+        return b"", None, False
     if "text/event-stream" in ctype:
-        head = await up.read_until(resp, stream_head_decided, FIRST_EVENT_LIMIT)
-        return head, codec.detect_stream_overflow(head)
+        return await _sniff_stream(codec, resp, patterns)
     if "json" in ctype:
         head, complete = await up.read_head(resp, 0)  # the first chunk
-        start = head[:256].lstrip()
-        if start[:1] == b"{" and (b'"error"' in start or b'"type":"error"' in start):
-            if not complete:
-                rest, complete = await up.read_head(resp, ERROR_BODY_LIMIT)
-                head += rest
-            if complete:
-                return head, codec.detect_overflow(resp.status, head)
-        return head, None
-    return b"", None
+        if not complete and _may_be_error(head, _length(resp)):
+            rest, complete = await up.read_head(resp, ERROR_BODY_LIMIT)
+            head += rest
+        if complete and b"error" in head:
+            return (head, *_judge(codec, resp.status, head, patterns))
+        return head, None, False
+    return b"", None, False
+
+
+def _judge(
+    codec: Codec, status: int, body: bytes, patterns: Patterns
+) -> tuple[Overflow | None, bool]:
+    found = codec.detect_overflow(status, body, patterns)
+    return found, found is None and detect_unfixable(status, body)
+
+
+def _length(resp: up.Answer) -> int | None:
+    value = resp.headers.get("Content-Length")
+    if value is None or not value.isdigit() or "Transfer-Encoding" in resp.headers:
+        return None
+    return int(value)
+
+
+def _may_be_error(first: bytes, length: int | None) -> bool:
+    """Whether a 200 JSON answer whose first chunk is ``first`` may state an error, so
+    that it is read whole before relaying: an error object at its start, an error inside
+    a choice (``"finish_reason": "error"``), or a small answer of known length (nothing
+    to stream there: reading it whole delays nothing)."""
+    start = first[:256].lstrip()
+    if start[:1] not in (b"{", b"["):
+        return False
+    if b'"error"' in start or _CHOICE_ERROR.search(first) is not None:
+        return True
+    return length is not None and length <= SMALL_JSON_LIMIT
+
+
+async def _sniff_stream(
+    codec: Codec, resp: up.Answer, patterns: Patterns
+) -> tuple[bytes, Overflow | None, bool]:
+    """Hold a 200 stream's events until the first one with output (a role-only opener,
+    lifecycle events and comments are held with it), checking each complete event for an
+    overflow; past ``STREAM_HOLD_LIMIT`` bytes without output, the stream is relayed."""
+    buf = bytearray()
+    scanned = 0  # the start of the first event not yet judged
+    while len(buf) <= STREAM_HOLD_LIMIT:
+        chunk = await resp.readany()
+        if not chunk:
+            tail = bytes(buf[scanned:])  # a last event without its blank line
+            if tail.strip():
+                found = codec.detect_stream_event_overflow(
+                    tail, output_started=False, patterns=patterns
+                )
+                return bytes(buf), found, found is None and _unfixable_event(tail)
+            break
+        search = max(scanned, len(buf) - 3)
+        buf += chunk
+        while (end := _event_end(buf, search)) is not None:
+            block = bytes(buf[scanned : end[0]])
+            scanned = search = end[1]
+            found = codec.detect_stream_event_overflow(
+                block, output_started=False, patterns=patterns
+            )
+            if found is not None:
+                return bytes(buf), found, False
+            if _unfixable_event(block):
+                return bytes(buf), None, True
+            if stream_event_has_output(block):
+                return bytes(buf), None, False
+    return bytes(buf), None, False
+
+
+def _unfixable_event(block: bytes) -> bool:
+    return b"error" in block and detect_unfixable(200, block)
+
+
+def _event_end(buf: bytearray, start: int) -> tuple[int, int] | None:
+    """(end of the event, start of the next) of the first blank line at or after
+    ``start``: lines end in LF, CRLF or CR."""
+    best: tuple[int, int] | None = None
+    for sep in _EVENT_SEPARATORS:
+        at = buf.find(sep, start)
+        if at >= 0 and (best is None or at < best[0]):
+            best = (at, at + len(sep))
+    return best
 
 
 class _Out(Protocol):

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from tenacity import AsyncRetrying, retry_if_result, stop_after_attempt, wait_none
 
+from trimgate.errors import DecodeError
 from trimgate.proxy.examine import Chat
 from trimgate.proxy.relay import Attempt
 from trimgate.trimming.pipeline import TrimReport
@@ -73,6 +74,18 @@ async def send_with_retries(
     return final, state
 
 
+def unresolved(final: Attempt, sent: TrimReport) -> str | None:
+    """Why the answer relayed is an overflow error, or None: the error states an output
+    reservation that alone fills the window (``output-reservation``: nothing was resent),
+    the body ``sent`` had one turn left (``one-turn``), or the retries ran out (or were
+    not allowed: reactive off, shadow) with more turns left (``retries-spent``)."""
+    if final.unfixable:
+        return "output-reservation"
+    if final.overflow is None:
+        return None
+    return "one-turn" if sent.kept_turns <= 1 else "retries-spent"
+
+
 async def _attempt(chat: Chat, state: Retries, send: Send) -> Attempt:
     result = await send(state.body)
     if result.overflow is not None:
@@ -88,9 +101,18 @@ async def _retry(chat: Chat, state: Retries, send: Send, learn: Learn, max_body:
     assert last is not None and last.overflow is not None
     previous = state.report
     learn(chat, last.overflow.real, previous)
-    policy = next_attempt(chat.policy, previous, last.overflow.real, last.overflow.maximum)
+    policy = next_attempt(
+        chat.policy, previous, last.overflow.real, last.overflow.maximum, retry=state.retries
+    )
     try:
         report, body = chat.replan(policy, max_body)
+    except DecodeError as exc:  # a body trimgate cannot re-encode (nesting too deep)
+        log.warning(
+            "a retry could not be planned; the provider's answer goes back",
+            extra={"event": "retry_skipped", "reason": exc.reason, "request_id": state.request_id},
+        )
+        last.retry = False
+        return last
     except Exception as exc:  # a bug: the provider's own answer goes back, not a 500
         log.exception(
             "planning a retry failed",

@@ -221,6 +221,7 @@ def proxy_site(
         host,
         port,
         handle=app[PROXY].handle,
+        bodies=app[PROXY].bodies,
         max_body=config.server.max_body_bytes,
         delegated=ADMIN_PATHS,
         reuse_port=reuse_port,

@@ -41,7 +41,9 @@ class Outcome:
     reason: str | None  # "preemptive" | "reactive" when trimmed
     retries: int = 0
     overflows: int = 0
-    exhausted: bool = False
+    # why an overflow went back unresolved: "one-turn", "retries-spent",
+    # "output-reservation" (metrics.UNRESOLVED), None when it did not
+    unresolved: str | None = None
     shadow: bool = False
     attribution: dict[str, str] = field(default_factory=dict)
     team: str | None = None  # the bounded ``team`` label; None: attribution is off
@@ -83,8 +85,12 @@ def response_headers(o: Outcome) -> dict[str, str]:
         h["x-trimgate-tool-results-capped"] = str(r.tool_results_capped)
     if r.anchor_tokens:
         h["x-trimgate-anchor-tokens"] = str(r.anchor_tokens)
-    if o.exhausted:
+    if o.unresolved == "one-turn":
         h["x-trimgate-exhausted"] = "true"
+    elif o.unresolved == "retries-spent":
+        h["x-trimgate-retries-spent"] = "true"
+    elif o.unresolved == "output-reservation":
+        h["x-trimgate-unfixable"] = "output-reservation"
     if o.shadow:
         h["x-trimgate-shadow"] = "true"
     return h
@@ -164,8 +170,8 @@ def _observe(o: Outcome, mm: ModelMetrics) -> None:
         mm.context_overflows.inc(o.overflows)
     if o.retries:
         mm.reactive_retries.inc(o.retries)
-    if o.exhausted:
-        mm.trim_exhausted.inc()
+    if o.unresolved:
+        mm.trim_exhausted[o.unresolved].inc()
     if r.capped_messages:
         mm.capped_messages.inc(r.capped_messages)
     if r.orphans_removed:
@@ -192,11 +198,25 @@ def _warn(o: Outcome, base: Mapping[str, object]) -> None:
             "tool results capped",
             extra={"event": "tool_result_cap", **base, "count": r.tool_results_capped},
         )
-    if o.exhausted:
+    if o.unresolved:
         log.error(
-            "context overflow persisted and nothing more could be dropped",
-            extra={"event": "trim_exhausted", **base, "retries": o.retries},
+            _UNRESOLVED_LOG[o.unresolved],
+            extra={
+                "event": "trim_exhausted",
+                **base,
+                "reason": o.unresolved,
+                "retries": o.retries,
+                "kept_turns": r.kept_turns,
+            },
         )
+
+
+_UNRESOLVED_LOG = {
+    "one-turn": "context overflow persisted with one turn left: nothing more to drop",
+    "retries-spent": "context overflow persisted when the retries ran out",
+    "output-reservation": "context overflow no trim can fix: the output reservation fills "
+    "the window",
+}
 
 
 def event_payload(o: Outcome) -> dict[str, object]:

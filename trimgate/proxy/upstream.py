@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-from typing import Protocol
+import asyncio
+import functools
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol
 
 import aiohttp
+from aiohttp.client_proto import ResponseHandler
 from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
 
@@ -117,11 +120,63 @@ def make_client(server: ServerConfig) -> UpstreamClient:
     )
 
 
+class _CountingHandler(ResponseHandler):
+    """aiohttp's connection protocol, counting the bytes it receives."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(loop)
+        self.received = 0
+        self.pooled_at = -1  # ``received`` when it went back to the pool
+
+    def data_received(self, data: bytes) -> None:
+        self.received += len(data)
+        super().data_received(data)
+
+
+class _StrictConnector(aiohttp.TCPConnector):
+    """aiohttp's connector, but a pooled connection that received bytes while idle (after
+    a complete answer, before the next request) is closed, never reused: those bytes
+    would otherwise be read as (or into) the answer to the next request, which may be
+    another client's; aiohttp reuses any connection that is still open."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._factory = functools.partial(_CountingHandler, loop=self._loop)  # type: ignore[assignment]
+
+    def _release(self, key: Any, protocol: Any, *, should_close: bool = False) -> None:
+        if isinstance(protocol, _CountingHandler):
+            protocol.pooled_at = protocol.received
+        super()._release(key, protocol, should_close=should_close)
+
+    async def _get(self, key: Any, traces: Any) -> Any:
+        while True:
+            conn = await super()._get(key, traces)
+            if conn is None:
+                return None
+            proto = conn.protocol
+            if (
+                isinstance(proto, _CountingHandler)
+                and proto.received == proto.pooled_at
+                and not proto.should_close
+            ):
+                return conn
+            conn.close()  # bytes arrived while it was idle: closed, not reused
+
+    @staticmethod
+    def supported() -> bool:
+        """Whether this aiohttp has the hooks overridden above."""
+        base = aiohttp.TCPConnector
+        return all(callable(getattr(base, name, None)) for name in ("_get", "_release"))
+
+
 class AiohttpClient:
     """aiohttp's ClientSession behind the same interface: the fallback client."""
 
     def __init__(self, server: ServerConfig) -> None:
-        connector = aiohttp.TCPConnector(
+        # aiohttp without the hook _StrictConnector overrides: no connection is reused
+        strict = _StrictConnector.supported()
+        connector = (_StrictConnector if strict else aiohttp.TCPConnector)(
+            force_close=not strict,
             limit=server.max_connections,
             limit_per_host=0,
             ttl_dns_cache=300,
@@ -200,16 +255,3 @@ async def read_head(resp: Answer, limit: int) -> tuple[bytes, bool]:
         chunks.append(chunk)
         size += len(chunk)
     return b"".join(chunks), False
-
-
-async def read_until(resp: Answer, done: Callable[[bytes], bool], limit: int) -> bytes:
-    """Body bytes until ``done(buffer)`` says enough (e.g. a decisive first SSE event)."""
-    buf = bytearray()
-    while len(buf) <= limit:
-        chunk = await resp.readany()
-        if not chunk:
-            break
-        buf += chunk
-        if done(bytes(buf)):
-            break
-    return bytes(buf)

@@ -44,7 +44,7 @@ from trimgate.proxy import upstream as up
 from trimgate.proxy.answers import error_response
 from trimgate.proxy.examine import Chat
 from trimgate.proxy.relay import Attempt
-from trimgate.proxy.retry import send_with_retries
+from trimgate.proxy.retry import send_with_retries, unresolved
 from trimgate.proxy.routing import Route
 from trimgate.proxy.signals import Outcome, attribution, record
 from trimgate.trimming.pipeline import TrimReport
@@ -736,7 +736,7 @@ class ResponsesMode:
         await self.link.to_upstream(chat.send_body)
         report = chat.report
         reason = "preemptive" if report.trimmed else None
-        self._record(chat, request_id, report, reason, 0, 0, 200, exhausted=False)
+        self._record(chat, request_id, report, reason, 0, 0, 200, unresolved=None)
 
     def _examine(self, body: bytes, request_id: str) -> tuple[Chat | None, str | None]:
         try:
@@ -773,8 +773,8 @@ class ResponsesMode:
         if report.trimmed:
             reason = "reactive" if retries else "preemptive"
         overflows += state.overflows
-        exhausted = final.overflow is not None
-        self._record(chat, request_id, report, reason, retries, overflows, turn.status, exhausted)
+        why = unresolved(final, report)
+        self._record(chat, request_id, report, reason, retries, overflows, turn.status, why)
         await self._release(turn)
 
     def _record(
@@ -786,7 +786,7 @@ class ResponsesMode:
         retries: int,
         overflows: int,
         status: int,
-        exhausted: bool,
+        unresolved: str | None,
     ) -> None:
         """The request's metrics, event and log lines, as for an HTTP request."""
         outcome = Outcome(
@@ -800,7 +800,7 @@ class ResponsesMode:
             reason=reason,
             retries=retries,
             overflows=overflows,
-            exhausted=exhausted,
+            unresolved=unresolved,
             shadow=chat.shadow,
             attribution=dict(self.attribution),
         )

@@ -114,12 +114,23 @@ def may_retry(settings: Settings, sent: TrimReport, *, shadow: bool) -> bool:
     return settings.reactive and settings.max_retries > 0 and not shadow and sent.kept_units > 1
 
 
-def next_attempt(policy: Policy, sent: TrimReport, real: int | None, maximum: int | None) -> Policy:
+def next_attempt(
+    policy: Policy, sent: TrimReport, real: int | None, maximum: int | None, *, retry: int = 0
+) -> Policy:
     """The policy of the attempt after an overflow of the body ``sent``: at least one turn
     fewer, within the budget the overflow's own counts imply (``reactive_budget``). Its cut
-    is minimal (no grid step); the anchor pinned before stays pinned (same limit)."""
+    is minimal (no grid step); the anchor pinned before stays pinned (same limit).
+
+    ``retry`` counts the retries already made. The first one aims at the stated deficit
+    (or 2/3 of the estimate when none is stated); each further one aims at most at 2/3 of
+    the previous attempt's estimate, so a provider whose stated counts understate (or
+    never change) still sees the prompt shrink geometrically: the ladder reaches a fit
+    within a few retries instead of dropping one turn at a time."""
+    budget = reactive_budget(sent.tokens_after, real, maximum)
+    if retry > 0:
+        budget = min(budget, reactive_budget(sent.tokens_after))
     return Policy(
-        budget=reactive_budget(sent.tokens_after, real, maximum),
+        budget=budget,
         breadcrumb_tokens=policy.breadcrumb_tokens,
         placement=policy.placement,
         max_messages=policy.max_messages,

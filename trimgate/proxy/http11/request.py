@@ -166,6 +166,11 @@ class RequestReader:
         """Bytes read and not yet given out (a partial head, pipelined requests)."""
         return len(self._buf)
 
+    @property
+    def pending(self) -> Request | None:
+        """The request whose body is arriving (state ``BODY``), else None."""
+        return self._request if self.state == BODY else None
+
     def receive_data(self, data: bytes) -> None:
         if self.state == BODY:
             self._parts.append(data)

@@ -1,0 +1,190 @@
+"""Overflow recognition in the relay, end to end over loopback: an overflow anywhere
+before the first output byte is retried, never one after it; an upstream's own
+``overflow_patterns`` apply to that upstream only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+
+from tests.fakes import FakeProvider, Reply, json_reply, openai_ok, sse_data
+from tests.proxy.bodies import openai_chat, responses_input
+from tests.proxy.conftest import MakeStack
+from trimgate.providers.overflow import detect_overflow
+from trimgate.proxy.relay import STREAM_HOLD_LIMIT
+
+MESSAGE = (
+    "This model's maximum context length is 4097 tokens. However, your messages resulted "
+    "in 4619 tokens."
+)
+ROLE = {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}
+EMPTY = {"choices": [{"index": 0, "delta": {"content": ""}}]}
+ERROR_EVENT = {"error": {"message": MESSAGE, "code": "context_length_exceeded"}}
+
+
+def text(value: str) -> dict[str, Any]:
+    return {"choices": [{"index": 0, "delta": {"content": value}}]}
+
+
+def ok_stream() -> Reply:
+    return Reply(events=[*sse_data(ROLE, text("fine")), b"data: [DONE]\n\n"])
+
+
+@pytest.fixture(params=["trimgate", "aiohttp"])
+def upstream_client(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+async def test_an_overflow_after_many_empty_events_is_retried(make_stack: MakeStack) -> None:
+    # a role opener, keep-alive comments and empty chunks (more than a head's worth of
+    # events), then the error: nothing reached the client yet, so it is retried
+    frames = [
+        *sse_data(ROLE),
+        *([b": keep-alive\n\n"] * 20),
+        *sse_data(*[EMPTY] * 20),
+        *sse_data(ERROR_EVENT),
+    ]
+    fake = FakeProvider().then(Reply(events=frames, event_delay=0.001), ok_stream())
+    stack = await make_stack(fake)
+    resp = await stack.client.post(
+        "/v1/chat/completions", json=openai_chat(8, model="gpt-4o", stream=True)
+    )
+    body = await resp.read()
+    assert resp.status == 200 and len(fake.requests) == 2
+    assert b"fine" in body and b"maximum context length" not in body
+    assert resp.headers["x-trimgate-reason"] == "reactive"
+    assert len(fake.requests[1].body) < len(fake.requests[0].body)
+
+
+async def test_a_responses_stream_failing_after_lifecycle_events_is_retried(
+    make_stack: MakeStack,
+) -> None:
+    created = {"type": "response.created", "response": {"id": "r1", "status": "in_progress"}}
+    progress = {"type": "response.in_progress", "response": {"id": "r1"}}
+    failed = {
+        "type": "response.failed",
+        "response": {
+            "id": "r1",
+            "status": "failed",
+            "error": {"code": "context_length_exceeded", "message": MESSAGE},
+        },
+    }
+    done = {"type": "response.output_text.delta", "delta": "fine"}
+    fake = FakeProvider().then(
+        Reply(events=[*sse_data(created, progress), *([b": ping\n\n"] * 30), *sse_data(failed)]),
+        Reply(events=sse_data(created, done)),
+    )
+    stack = await make_stack(fake)
+    body = {**responses_input(8, model="gpt-4o"), "stream": True}
+    resp = await stack.client.post("/v1/responses", json=body)
+    assert b"fine" in await resp.read() and len(fake.requests) == 2
+
+
+async def test_an_overflow_after_output_is_relayed_as_it_came(make_stack: MakeStack) -> None:
+    frames = [*sse_data(ROLE, text("partial"), ERROR_EVENT)]
+    fake = FakeProvider().then(Reply(events=frames, event_delay=0.001))
+    stack = await make_stack(fake)
+    resp = await stack.client.post(
+        "/v1/chat/completions", json=openai_chat(8, model="gpt-4o", stream=True)
+    )
+    assert await resp.read() == b"".join(frames)
+    assert len(fake.requests) == 1 and resp.headers["x-trimgate-retries"] == "0"
+
+
+async def test_a_stream_is_held_only_until_its_first_output(make_stack: MakeStack) -> None:
+    frames = [*sse_data(ROLE, text("first")), *sse_data(text("second"))]
+    fake = FakeProvider().then(Reply(events=frames, event_delay=0.5))
+    stack = await make_stack(fake)
+    resp = await stack.client.post(
+        "/v1/chat/completions", json=openai_chat(2, model="gpt-4o", stream=True)
+    )
+    first = await resp.content.readany()
+    assert b"first" in first and b"second" not in first  # role opener and output, no more
+    assert (await resp.read()).endswith(b"".join(sse_data(text("second"))))
+
+
+async def test_a_stream_without_output_is_relayed_past_the_hold_limit(
+    make_stack: MakeStack,
+) -> None:
+    comment = b": " + b"x" * 8190 + b"\n\n"
+    frames = [comment] * (STREAM_HOLD_LIMIT // len(comment) + 4) + sse_data(text("late"))
+    fake = FakeProvider().then(Reply(events=frames))
+    stack = await make_stack(fake)
+    resp = await stack.client.post(
+        "/v1/chat/completions", json=openai_chat(2, model="gpt-4o", stream=True)
+    )
+    assert await resp.read() == b"".join(frames) and len(fake.requests) == 1
+
+
+async def test_an_error_inside_a_choice_is_retried(make_stack: MakeStack) -> None:
+    answer = {
+        "id": "gen-1",
+        "object": "chat.completion",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": ""},
+                "finish_reason": "error",
+                "error": {"code": 400, "message": MESSAGE},
+            }
+        ],
+    }
+    raw = orjson.dumps(answer)
+    cut = raw.index(b'"finish_reason"') + 30
+    # sent chunked (no Content-Length), in two parts: the first decides to read it whole
+    chunked = Reply(events=[raw[:cut], raw[cut:]], headers={"Content-Type": "application/json"})
+    chunked.event_delay = 0.01
+    fake = FakeProvider().then(chunked, json_reply(openai_ok(10)))
+    stack = await make_stack(fake)
+    resp = await stack.client.post("/v1/chat/completions", json=openai_chat(8, model="gpt-4o"))
+    assert resp.status == 200 and (await resp.json())["choices"][0]["finish_reason"] == "stop"
+    assert len(fake.requests) == 2 and resp.headers["x-trimgate-reason"] == "reactive"
+
+
+OWN = "sequence budget blown: (?P<real>\\d+)/(?P<max>\\d+)"
+OWN_ERROR = {"error": {"message": "sequence budget blown: 9000/4096", "type": "server_error"}}
+
+
+def test_the_own_wording_is_unknown_without_the_pattern() -> None:
+    body = orjson.dumps(OWN_ERROR)
+    assert detect_overflow(400, body, wire_format="openai") is None
+
+
+async def test_an_upstreams_own_overflow_patterns_are_honoured_there_only(
+    make_stack: MakeStack,
+) -> None:
+    fake = FakeProvider()
+    stack = await make_stack(fake)
+    base = str(stack.fake_server.make_url("")).rstrip("/")
+    upstreams = {
+        "mine": {
+            "provider": "openai",
+            "base_url": base,
+            "prefix": "/mine",
+            "overflow_patterns": [OWN],
+        },
+        "other": {"provider": "openai", "base_url": base, "prefix": "/other"},
+    }
+    stack = await make_stack(fake, upstreams=upstreams)
+    body = openai_chat(8, model="gpt-4o")
+
+    fake.then(json_reply(OWN_ERROR, status=400))
+    resp = await stack.client.post("/mine/v1/chat/completions", json=body)
+    assert resp.status == 200 and resp.headers["x-trimgate-reason"] == "reactive"
+    first, second = fake.requests[-2:]
+    assert len(second.body) < len(first.body) * 4096 / 9000
+    labels = {"upstream": "mine", "model": "gpt-4o"}
+    assert stack.metric("trimgate_context_overflows_total", **labels) == 1
+
+    seen = len(fake.requests)
+    fake.then(json_reply(OWN_ERROR, status=400))
+    resp = await stack.client.post("/other/v1/chat/completions", json=body)
+    assert resp.status == 400 and await resp.json() == OWN_ERROR
+    assert len(fake.requests) == seen + 1 and resp.headers["x-trimgate-retries"] == "0"
+
+    # an answer that succeeds is never matched, even when its text matches
+    fake.then(json_reply({**openai_ok(10), "note": "sequence budget blown: 9000/4096"}))
+    resp = await stack.client.post("/mine/v1/chat/completions", json=body)
+    assert resp.status == 200 and len(fake.requests) == seen + 2
