@@ -314,6 +314,6 @@ def decompress(body: bytes, encoding: str, limit: int) -> bytes | None:
         out = d.decompress(body, limit + 1)
     except zlib.error:
         return None
-    if len(out) > limit or d.unconsumed_tail:
+    if len(out) > limit or d.unconsumed_tail or not d.eof:  # not eof: cut short, unverified
         return None
     return out
