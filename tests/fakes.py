@@ -44,6 +44,8 @@ class Reply:
     event_delay: float = 0.0  # between SSE frames
     reset: bool = False  # close the connection without answering
     hang: bool = False  # never answer (until cancelled)
+    partial: int | None = None  # send only this many bytes of ``body`` (whole Content-Length)
+    end: str = "eof"  # after the SSE frames or a partial body: "eof", "reset" or "hang"
 
 
 def json_reply(data: Any, status: int = 200, **headers: str) -> Reply:
@@ -134,6 +136,7 @@ class FakeProvider:
         self.script: deque[Reply] = deque()
         self.responder = responder or (lambda r: json_reply(openai_ok(10)))
         self.cancelled = 0
+        self.broken = 0  # answers whose connection went away while they were written
         self.app = web.Application(client_max_size=256 * 1024 * 1024)
         self.app.router.add_route("*", "/{tail:.*}", self._handle)
 
@@ -157,6 +160,9 @@ class FakeProvider:
         except asyncio.CancelledError:
             self.cancelled += 1
             raise
+        except ConnectionResetError:
+            self.broken += 1
+            raise
 
     async def _answer(self, request: web.Request, reply: Reply) -> web.StreamResponse:
         if reply.delay:
@@ -177,11 +183,28 @@ class FakeProvider:
                 if i and reply.event_delay:
                     await asyncio.sleep(reply.event_delay)
                 await resp.write(frame)
-            await resp.write_eof()
-            return resp
+            return await self._end(request, resp, reply)
         body = reply.body if reply.body is not None else json.dumps(reply.data).encode()
         headers = {"Content-Type": "application/json", **reply.headers}
+        if reply.partial is not None:
+            resp = web.StreamResponse(status=reply.status, headers=headers)
+            resp.content_length = len(body)
+            await resp.prepare(request)
+            await resp.write(body[: reply.partial])
+            return await self._end(request, resp, reply)
         return web.Response(status=reply.status, body=body, headers=headers)
+
+    async def _end(
+        self, request: web.Request, resp: web.StreamResponse, reply: Reply
+    ) -> web.StreamResponse:
+        if reply.end == "hang":
+            await asyncio.sleep(3600)
+        if reply.end == "reset":
+            assert request.transport is not None
+            request.transport.close()
+            return resp
+        await resp.write_eof()
+        return resp
 
 
 # --- answers that report prompt-cache usage, as each provider words it ----------------

@@ -196,7 +196,8 @@ class Client:
                     raise
         except TimeoutError as exc:
             raise UpstreamTimeout("upstream timed out connecting") from exc
-        except (OSError, ssl.SSLError) as exc:
+        except (OSError, ssl.SSLError, UnicodeError) as exc:  # UnicodeError: a host name
+            # DNS cannot carry (a label over 63 bytes), refused before any lookup
             raise UpstreamConnectError(f"upstream unreachable: {type(exc).__name__}") from exc
         if self._closed:
             conn.close()

@@ -212,7 +212,7 @@ class AiohttpClient:
             )
         except TimeoutError as exc:
             raise UpstreamTimeout("upstream timed out") from exc
-        except (aiohttp.ClientError, OSError) as exc:
+        except (aiohttp.ClientError, OSError, UnicodeError) as exc:  # see h1.Client._connect
             raise UpstreamConnectError(f"upstream unreachable: {type(exc).__name__}") from exc
         return _AiohttpAnswer(resp)
 
