@@ -30,6 +30,7 @@ from trimgate.attribution import team_resolver
 from trimgate.config import Config
 from trimgate.errors import UpstreamError
 from trimgate.providers.base import Codec
+from trimgate.proxy import otel
 from trimgate.proxy import upstream as up
 from trimgate.proxy.answers import error_response, refuse
 from trimgate.proxy.events import EventHub
@@ -81,6 +82,7 @@ class Proxy:
         self.windows = LearnedWindows()  # of models without a known window, per process
         self.lookups = GeminiLookups(client)
         self.websockets = WebSocketRelay(self)
+        self.otel = otel.start(config)  # None: OpenTelemetry is off
 
     # --- route ----------------------------------------------------------------
 
@@ -228,6 +230,8 @@ class Proxy:
                 self._learn(chat, usage[0] if usage else None, outcome.report)
                 if usage is not None and not chat.route.count_tokens:  # a count is no traffic
                     record_usage(outcome, self.metrics, *usage)
+            if self.otel is not None and not chat.route.count_tokens:
+                self.otel.chat(outcome, request.headers, started, status, sniffer)
             return response
         finally:
             final.resp.release()  # also when the relay failed or never started
