@@ -7,8 +7,10 @@ stacks are closed before the checks: what trimgate exports at shutdown is what i
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -248,6 +250,24 @@ async def test_an_unsampled_or_broken_traceparent_makes_no_span(receiver: Receiv
     (point,) = receiver.metric("gen_ai.client.operation.duration").histogram.data_points
     assert point.count == 3
     assert attrs(point.attributes)["gen_ai.request.model"] == "other"  # bounded
+
+
+async def test_a_collector_that_is_down_breaks_nothing() -> None:
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    async with stacks("trimgate", "trimgate") as make:
+        stack = await make(
+            FakeProvider(),
+            otel={"endpoint": f"http://127.0.0.1:{port}", "start_traces": True},
+        )
+        body = openai_chat(1, size=20, model="gpt-4o")
+        async with stack.client.post("/v1/chat/completions", json=body) as r:
+            assert r.status == 200
+            assert (await r.json())["usage"]["prompt_tokens"] == 10
+        closing = time.perf_counter()
+    # the exports gave up within their timeout, side by side
+    assert time.perf_counter() - closing < 2 * otel.EXPORT_TIMEOUT + 2
 
 
 def test_the_otel_section_is_validated() -> None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Mapping
@@ -47,6 +48,8 @@ PACKAGES = (
 # The conventions' advised bucket boundaries
 TOKEN_BUCKETS = tuple(float(4**n) for n in range(14))  # 1, 4, 16, ... 67108864
 DURATION_BUCKETS = tuple(0.01 * 2**n for n in range(14))  # 0.01, 0.02, ... 81.92
+# One export's time, retries included: bounds how long a shutdown waits on a collector down
+EXPORT_TIMEOUT = 5.0
 # Wire provider -> the conventions' gen_ai.provider.name (and older gen_ai.system)
 SYSTEMS = {"openai": "openai", "anthropic": "anthropic", "gemini": "gcp.gemini"}
 
@@ -103,11 +106,17 @@ class OTel:
         )
         self._tracer_provider = TracerProvider(resource=resource)  # sampler: parent-based
         self._tracer_provider.add_span_processor(
-            BatchSpanProcessor(OTLPSpanExporter(endpoint=f"{endpoint}/v1/traces", headers=headers))
+            BatchSpanProcessor(
+                OTLPSpanExporter(
+                    endpoint=f"{endpoint}/v1/traces", headers=headers, timeout=EXPORT_TIMEOUT
+                )
+            )
         )
         self._tracer = self._tracer_provider.get_tracer("trimgate", trimgate.__version__)
         reader = PeriodicExportingMetricReader(
-            OTLPMetricExporter(endpoint=f"{endpoint}/v1/metrics", headers=headers),
+            OTLPMetricExporter(
+                endpoint=f"{endpoint}/v1/metrics", headers=headers, timeout=EXPORT_TIMEOUT
+            ),
             export_interval_millis=settings.metrics_interval * 1000,
         )
         self._meter_provider = MeterProvider(resource=resource, metric_readers=[reader])
@@ -238,6 +247,9 @@ class OTel:
         return self._root() if self.start_traces else None
 
     def shutdown(self) -> None:
-        """Export what is pending (spans, then a last collection of the metrics); blocks."""
-        self._tracer_provider.shutdown()
+        """Export what is pending (the spans, and a last collection of the metrics, side
+        by side); blocks, about ``EXPORT_TIMEOUT`` at most when the collector is down."""
+        spans = threading.Thread(target=self._tracer_provider.shutdown, name="otel-shutdown")
+        spans.start()
         self._meter_provider.shutdown()
+        spans.join()
