@@ -138,6 +138,7 @@ async def test_a_client_traceparent_is_continued_and_usage_is_measured(
         async with stack.client.post("/v1/chat/completions", json=body) as r:
             assert r.status == 200
             await r.read()
+    assert fake.requests[0].headers["traceparent"] == TRACEPARENT  # forwarded as it came
     # the stacks closed: trimgate flushed its spans and metrics on shutdown
     assert receiver.content_types == {"application/x-protobuf"}
     assert len(receiver.spans) == 1
