@@ -24,6 +24,11 @@
 #                processes of the same code differ by several percent (which core, memory
 #                layout): --one-process serves "full" and "teams" from one process, one
 #                event loop, two listeners, so that only the config differs
+#   otel         trimgate as it is, OpenTelemetry on (the otel extra installed): GenAI metrics
+#                and a span for every request (otel.start_traces), exported over OTLP/HTTP
+#                to the fake provider, which accepts and drops them; --one-process serves
+#                it from the same process as "full" (and "teams")
+#   otelmetrics  the same with the metrics only: no traceparent, start_traces off
 #   against      `trimgate serve` of another install (--against PYTHON, an interpreter
 #                with another version of trimgate installed): this tree's "full" against
 #                another commit's, on the same hour (the machine's speed varies 3x by hour)
@@ -54,7 +59,9 @@ from bench.load import Pool, RequestSpec, RoundResult, run_round
 
 VARIANTS = (
     "passthrough", "full", "shell", "parse", "decode", "examine", "nosignals", "nousage", "teams",
+    "otel", "otelmetrics",
 )  # fmt: skip
+ONE_PROCESS = ("full", "teams", "otel", "otelmetrics")  # the variants --one-process serves together
 BENCH_KEY = "sk-bench-not-a-key"  # what the load generator sends as its bearer value
 OUT = ROOT / "bench" / "out" / "ablate"
 
@@ -96,7 +103,7 @@ def patch(variant: str) -> None:
         setattr(forward, "_record", no_record)  # noqa: B010 - replaced on purpose
     elif variant == "nousage":
         setattr(forward, "UsageSniffer", NoUsage)  # noqa: B010
-    elif variant not in ("full", "teams"):  # teams: only its config differs
+    elif variant not in ONE_PROCESS:  # teams, otel...: only their config differs
         setattr(forward.Proxy, "_examine", examine)  # noqa: B010 - a method replaced on purpose
 
 
@@ -115,6 +122,11 @@ def teams(config: dict[str, Any]) -> dict[str, Any]:
         "api_keys": [{"sha256_prefix": prefix, "team": "bench"}],
     }
     return {**config, "metrics": {"attribution": attribution}}
+
+
+def otel(config: dict[str, Any], endpoint: str, spans: bool = True) -> dict[str, Any]:
+    """``config`` with OpenTelemetry on: metrics, and (``spans``) a span for every request."""
+    return {**config, "otel": {"endpoint": endpoint, "start_traces": spans}}
 
 
 def serve_pair(rest: list[str]) -> int:
@@ -157,13 +169,22 @@ async def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
         config.write_text(yaml.safe_dump(trimgate_config(fake.base_url)))
         teams_config = OUT / "trimgate-teams.yaml"
         teams_config.write_text(yaml.safe_dump(teams(trimgate_config(fake.base_url))))
+        otel_config = OUT / "trimgate-otel.yaml"
+        otel_config.write_text(yaml.safe_dump(otel(trimgate_config(fake.base_url), fake.base_url)))
+        metrics_config = OUT / "trimgate-otelmetrics.yaml"
+        metrics_only = otel(trimgate_config(fake.base_url), fake.base_url, spans=False)
+        metrics_config.write_text(yaml.safe_dump(metrics_only))
+        configs = {"teams": teams_config, "otel": otel_config, "otelmetrics": metrics_config}
         pair: dict[str, Proc] = {}
-        if args.one_process:  # full and teams: one process, a listener each
-            ports = {"full": free_port(), "teams": free_port()}
+        if args.one_process:  # full, teams and otel: one process, a listener each
+            together = [v for v in args.variants if v in ONE_PROCESS]
+            ports = {v: free_port() for v in together}
             argv = [sys.executable, "-m", "bench.ablate", "--serve-pair", "--"]
-            argv += [str(config), str(ports["full"]), str(teams_config), str(ports["teams"])]
-            pair["full"] = Proc("full", argv, ports["full"], OUT / "pair.log", "/healthz")
-            pair["teams"] = Proc("teams", [], ports["teams"], OUT / "pair.log", "/healthz")
+            for v in together:
+                argv += [str(configs.get(v, config)), str(ports[v])]
+            for v in together:
+                pair[v] = Proc(v, argv if not pair else [], ports[v], OUT / "pair.log", "/healthz")
+            first = together[0]
         for variant in args.variants:
             port = free_port()
             if variant in pair:
@@ -175,13 +196,14 @@ async def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
                 health = None
             else:
                 argv = [sys.executable, "-m", "bench.ablate", "--serve", variant, "--"]
-                argv += ["--config", str(teams_config if variant == "teams" else config)]
+                argv += ["--config", str(configs.get(variant, config))]
                 argv += ["--port", str(port)]
                 health = "/healthz"
             procs[variant] = Proc(variant, argv, port, OUT / f"{variant}.log", health)
         if pair:
-            pair["full"].start()
-            pair["teams"].popen = pair["full"].popen
+            pair[first].start()
+            for proc in pair.values():
+                proc.popen = pair[first].popen
         for proc in procs.values():
             if proc.popen is None:
                 proc.start()
@@ -275,11 +297,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--one-process",
         action="store_true",
-        help="serve the variants full and teams from one process (two listeners)",
+        help="serve the variants full, teams, otel, otelmetrics (those given) from one process",
     )
     args = parser.parse_args(argv)
-    if args.one_process and not {"full", "teams"} <= set(args.variants):
-        parser.error("--one-process needs the variants full and teams")
+    if args.one_process and len(set(args.variants) & set(ONE_PROCESS)) < 2:
+        parser.error("--one-process needs two of the variants full, teams, otel, otelmetrics")
     if args.against:  # it runs in another directory, where a relative path would not resolve
         args.against = os.path.abspath(args.against)
     OUT.mkdir(parents=True, exist_ok=True)

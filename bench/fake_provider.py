@@ -340,6 +340,12 @@ async def stats(request: web.Request) -> web.Response:
     )
 
 
+async def otlp_sink(request: web.Request) -> web.Response:
+    """Accept an OTLP/HTTP export and drop it (an empty export response is all zeros)."""
+    await request.read()
+    return web.Response(body=b"", content_type="application/x-protobuf")
+
+
 def make_app(*, chunks: int = 16, reply_bytes: int = 200, ttft_ms: int = 0) -> web.Application:
     """The fake provider; the keyword values are defaults that request headers override."""
     app = web.Application(client_max_size=256 * 1024 * 1024)
@@ -350,6 +356,8 @@ def make_app(*, chunks: int = 16, reply_bytes: int = 200, ttft_ms: int = 0) -> w
     app.router.add_post("/v1/messages", anthropic_messages)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/bench/stats", stats)
+    for path in ("/v1/traces", "/v1/metrics"):  # an OTLP/HTTP sink for bench.ablate's otel
+        app.router.add_post(path, otlp_sink)
     return app
 
 

@@ -320,6 +320,31 @@ class MetricsConfig(_Strict):
     attribution: AttributionConfig | None = None  # absent: no team label (off)
 
 
+class OtelConfig(_Strict):
+    # OTLP/HTTP receiver (a collector), e.g. http://127.0.0.1:4318: traces go to
+    # {endpoint}/v1/traces, metrics to {endpoint}/v1/metrics. None: OpenTelemetry is off.
+    endpoint: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)  # sent with each export (auth)
+    service_name: str = Field(default="trimgate", min_length=1)
+    # A request without a traceparent gets a span (a new trace) only when this is on
+    start_traces: bool = False
+    metrics_interval: float = Field(default=60.0, gt=0)  # seconds between metric exports
+
+    @field_validator("endpoint")
+    @classmethod
+    def _endpoint(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("not a URL")
+        if parts.query or parts.fragment:
+            raise ValueError("must not carry a query or fragment")
+        if parts.username or parts.password:
+            raise ValueError("must not carry credentials: put them in otel.headers")
+        return value.rstrip("/")
+
+
 def _default_upstreams() -> dict[str, UpstreamConfig]:
     """One upstream per provider, named after it, at the provider's own API."""
     return {
@@ -334,6 +359,7 @@ class Config(_Strict):
     models: list[ModelEntry] = Field(default_factory=list)
     trimming: TrimmingConfig = TrimmingConfig()
     metrics: MetricsConfig = MetricsConfig()
+    otel: OtelConfig = OtelConfig()
 
     @model_validator(mode="after")
     def _check(self) -> Config:
@@ -481,6 +507,8 @@ def redacted(config: Config) -> dict[str, Any]:
     data = config.model_dump(mode="json", by_alias=True)
     if data["server"].get("admin_token"):
         data["server"]["admin_token"] = REDACTED
+    otel = data["otel"]
+    otel["headers"] = dict.fromkeys(otel["headers"], REDACTED)
     for up in data["upstreams"].values():
         parts = urlsplit(up["base_url"])
         if parts.username or parts.password:

@@ -18,7 +18,7 @@ from trimgate import cli
 from trimgate.config import Config, UpstreamConfig, parse_config
 from trimgate.errors import ConfigError
 from trimgate.providers import anthropic, base, gemini, openai_chat, openai_responses
-from trimgate.providers.base import ChatRoute, Codec, Decoded, DecodeOptions, Usage
+from trimgate.providers.base import ChatRoute, Codec, Decoded, DecodeOptions, StreamUsage, Usage
 from trimgate.providers.overflow import Overflow, Patterns
 from trimgate.providers.registry import CODECS, FORMATS, PROVIDERS, REGISTRY, Registry, error_body
 from trimgate.proxy.answers import error_response
@@ -323,6 +323,12 @@ class FakeCodec:
 
     def stream_prompt_usage(self, data: str) -> Usage | None:
         return None
+
+    def output_usage(self, body: Any) -> int | None:
+        return None
+
+    def stream_usages(self, data: str) -> StreamUsage:
+        return None, None
 
 
 def test_one_registry_line_routes_a_new_codec() -> None:

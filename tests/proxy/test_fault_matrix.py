@@ -1,4 +1,4 @@
-"""Faults on every stack (both fronts, both clients): one clean answer per client, no stray upstream call, nothing left behind.
+"""Faults on every stack (both fronts, both clients): one clean answer per client.
 
 Every case checks what a client must always get: ONE answer (a success, the provider's
 own answer, or trimgate's error in the provider's envelope; once bytes of an answer went

@@ -110,3 +110,71 @@ def test_a_crlf_gzip_stream_with_an_empty_inflated_read() -> None:
     assert zlib.decompressobj(31).decompress(p1 + p2[:1])[-1:] == b"\r"
     stream = p1 + p2
     assert feed_split("openai", stream, [len(p1), len(p1) + 1], **{"Content-Encoding": "gzip"}) == 7
+
+
+# --- output tokens: read from the same events as the prompt usage ---------------------
+
+RESPONSES_STREAM = (
+    b'event: response.created\ndata: {"type":"response.created","response":{"usage":null}}\n\n'
+    b'event: response.completed\ndata: {"type":"response.completed","response":'
+    b'{"usage":{"input_tokens":40,"output_tokens":17,"output_tokens_details":'
+    b'{"reasoning_tokens":9}}}}\n\n'
+)
+GEMINI_STREAM = (
+    b'data: {"candidates":[],"usageMetadata":{"promptTokenCount":70}}\n\n'
+    b'data: {"candidates":[],"usageMetadata":{"promptTokenCount":70,'
+    b'"candidatesTokenCount":6,"thoughtsTokenCount":20}}\n\n'
+)
+# A newer Anthropic stream: message_delta restates the prompt counts with the output
+ANTHROPIC_RESTATED = ANTHROPIC_STREAM.replace(
+    b'{"output_tokens":8}',
+    b'{"input_tokens":300,"cache_read_input_tokens":0,"cache_creation_input_tokens":0,'
+    b'"output_tokens":11}',
+)
+
+
+@pytest.mark.parametrize(
+    ("wire", "stream", "prompt", "output"),
+    [
+        ("openai", OPENAI_STREAM, 1234, 5),
+        ("anthropic", ANTHROPIC_STREAM, 330, 8),  # message_delta's count is the final one
+        ("anthropic", ANTHROPIC_RESTATED, 300, 11),
+        ("openai-responses", RESPONSES_STREAM, 40, 17),
+        ("gemini", GEMINI_STREAM, 70, 26),  # thinking tokens are output too
+    ],
+)
+def test_output_tokens_are_read_wherever_the_stream_is_cut(
+    wire: str, stream: bytes, prompt: int, output: int
+) -> None:
+    for cut in range(len(stream) + 1):
+        s = sniffer(wire, {"Content-Type": "text/event-stream"})
+        s.feed(stream[:cut])
+        s.feed(stream[cut:])
+        assert (s.prompt_tokens, s.output_tokens) == (prompt, output), cut
+
+
+@pytest.mark.parametrize(
+    ("wire", "body", "output"),
+    [
+        ("openai", b'{"usage":{"prompt_tokens":3,"completion_tokens":4}}', 4),
+        ("openai-responses", b'{"usage":{"input_tokens":3,"output_tokens":5}}', 5),
+        ("anthropic", b'{"usage":{"input_tokens":3,"output_tokens":6}}', 6),
+        ("gemini", b'{"usageMetadata":{"promptTokenCount":3,"candidatesTokenCount":7}}', 7),
+        ("gemini", b'[{"usageMetadata":{"promptTokenCount":3,"candidatesTokenCount":8}}]', 8),
+        ("openai", b'{"usage":{"prompt_tokens":3,"completion_tokens":true}}', None),
+        ("anthropic", b'{"input_tokens":3}', None),  # a count_tokens answer
+    ],
+)
+def test_output_tokens_of_json_answers(wire: str, body: bytes, output: int | None) -> None:
+    s = sniffer(wire, {"Content-Type": "application/json"})
+    for i in range(0, len(body), 5):
+        s.feed(body[i : i + 5])
+    assert s.output_tokens == output
+    assert s.prompt_tokens == 3
+    assert s.output_tokens == output  # parsed once, read twice
+
+
+def test_a_broken_json_answer_states_no_output() -> None:
+    s = sniffer("openai", {"Content-Type": "application/json"})
+    s.feed(b'{"usage":{"prompt_tokens":3,"completion_tokens":4}')
+    assert s.output_tokens is None and s.usage is None

@@ -56,7 +56,15 @@ from orjson import dumps
 
 from trimgate.errors import DecodeError
 from trimgate.history import Conversation, Message, Role, text_message
-from trimgate.providers.base import JSON, ChatRoute, CodecBase, Decoded, DecodeOptions, Usage
+from trimgate.providers.base import (
+    JSON,
+    ChatRoute,
+    CodecBase,
+    Decoded,
+    DecodeOptions,
+    StreamUsage,
+    Usage,
+)
 from trimgate.providers.common import json_bytes, rebuild, utf8_len
 from trimgate.trimming.estimate import (
     bytes_tokens,
@@ -157,7 +165,8 @@ class AnthropicCodec(CodecBase):
     )
     provider_paths: re.Pattern[str] | None = re.compile(r"/v1/messages(?:/|\Z)")
     default_path = "/v1/messages"
-    stream_usage_markers: tuple[bytes, ...] = (b"input_tokens",)
+    # message_delta may state only output_tokens
+    stream_usage_markers: tuple[bytes, ...] = (b"input_tokens", b"output_tokens")
 
     def error_body(self, status: int, message: str, request_id: str) -> dict[str, Any]:
         return {
@@ -383,33 +392,47 @@ class AnthropicCodec(CodecBase):
     def stream_prompt_usage(self, data: str) -> Usage | None:
         """The prompt usage of a ``message_start`` event, or of a ``message_delta`` that
         restates it whole (its usage is cumulative)."""
-        if "input_tokens" not in data:
+        return self.stream_usages(data)[0]
+
+    def output_usage(self, body: JSON) -> int | None:
+        """``usage.output_tokens`` of a Messages answer (or of a message_start event)."""
+        if not isinstance(body, dict):
             return None
+        usage = body.get("usage")
+        if not isinstance(usage, dict) and body.get("type") == "message_start":
+            message = body.get("message")
+            usage = message.get("usage") if isinstance(message, dict) else None
+        return _output(usage)
+
+    def stream_usages(self, data: str) -> StreamUsage:
+        """``message_start`` states both; a ``message_delta`` states the final output
+        tokens and, when it restates all three prompt counts, the prompt usage."""
+        if "input_tokens" not in data and "output_tokens" not in data:
+            return None, None
         if "message_start" not in data and "message_delta" not in data:
-            return None
+            return None, None
         try:
             event = orjson.loads(data)
         except orjson.JSONDecodeError:
-            return None
+            return None, None
         if not isinstance(event, dict):
-            return None
+            return None, None
         kind = event.get("type")
         if kind == "message_start":
             message = event.get("message")
-            if not isinstance(message, dict):
-                return None
-            usage = message.get("usage")
-        elif kind == "message_delta":
+            usage = message.get("usage") if isinstance(message, dict) else None
+            if not isinstance(usage, dict):
+                return None, None
+            return _usage_total(usage), _output(usage)
+        if kind == "message_delta":
             # Each count it states replaces message_start's (the SDKs merge them so): a
             # delta that states all three replaces the usage, a partial one is ignored.
             usage = event.get("usage")
-            if not isinstance(usage, dict) or not all(
-                _is_count(usage.get(key)) for key in _PROMPT_KEYS
-            ):
-                return None
-        else:
-            return None
-        return _usage_total(usage) if isinstance(usage, dict) else None
+            if not isinstance(usage, dict):
+                return None, None
+            whole = all(_is_count(usage.get(key)) for key in _PROMPT_KEYS)
+            return (_usage_total(usage) if whole else None), _output(usage)
+        return None, None
 
 
 def _provider_managed(config: Any) -> bool:
@@ -451,6 +474,13 @@ def _pin_head(messages: list[Message], compaction: int) -> None:
 
 def _int(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _output(usage: Any) -> int | None:
+    if not isinstance(usage, dict):
+        return None
+    tokens = usage.get("output_tokens")
+    return tokens if _is_count(tokens) else None
 
 
 def _usage_total(usage: dict[str, Any]) -> Usage | None:

@@ -34,6 +34,8 @@ from trimgate.trimming.pipeline import TrimPlan
 JSON = Any  # parsed JSON (orjson.loads): dict / list / str / int / float / bool / None
 # A provider's usage of one answer: (prompt tokens in all, of them read from its prompt cache)
 Usage = tuple[int, int]
+# What one streamed event states: its prompt usage and its output tokens, each None if none
+StreamUsage = tuple[Usage | None, int | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +145,15 @@ class Codec(Protocol):
         """``stream_usage``'s prompt tokens and, of them, those read from the cache."""
         ...
 
+    def output_usage(self, body: JSON) -> int | None:
+        """The output tokens (reasoning included) a non-streamed JSON answer reports."""
+        ...
+
+    def stream_usages(self, data: str) -> StreamUsage:
+        """One streamed event's prompt usage and output tokens, decoded once; the event
+        holds one of ``stream_usage_markers`` (else it states neither)."""
+        ...
+
 
 class CodecBase:
     """What the codecs share: overflow recognition (the shared detector, told the wire
@@ -166,6 +177,12 @@ class CodecBase:
 
     def stream_prompt_usage(self, data: str) -> Usage | None:
         return None
+
+    def output_usage(self, body: JSON) -> int | None:
+        return None
+
+    def stream_usages(self, data: str) -> StreamUsage:
+        return self.stream_prompt_usage(data), None
 
     def usage(self, body: JSON) -> int | None:
         found = self.prompt_usage(body)

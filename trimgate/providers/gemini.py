@@ -37,7 +37,15 @@ from orjson import dumps
 
 from trimgate.errors import DecodeError
 from trimgate.history import Conversation, Message, Role
-from trimgate.providers.base import JSON, ChatRoute, CodecBase, Decoded, DecodeOptions, Usage
+from trimgate.providers.base import (
+    JSON,
+    ChatRoute,
+    CodecBase,
+    Decoded,
+    DecodeOptions,
+    StreamUsage,
+    Usage,
+)
 from trimgate.providers.common import json_bytes, rebuild, utf8_len
 from trimgate.trimming.estimate import bytes_tokens, message_tokens, nonascii_utf8_len
 from trimgate.trimming.pipeline import TrimPlan
@@ -519,13 +527,36 @@ class GeminiCodec(CodecBase):
         return None
 
     def stream_prompt_usage(self, data: str) -> Usage | None:
-        if "promptTokenCount" not in data and "prompt_token_count" not in data:
+        return self.stream_usages(data)[0]
+
+    def output_usage(self, body: JSON) -> int | None:
+        """``usageMetadata.candidatesTokenCount`` plus ``thoughtsTokenCount`` (the
+        thinking tokens, which the other providers count as output too)."""
+        if type(body) is list:  # streamGenerateContent without alt=sse: a JSON array
+            for chunk in reversed(body):
+                found = self.output_usage(chunk)
+                if found is not None:
+                    return found
             return None
+        if type(body) is not dict:
+            return None
+        meta = _get(body, "usageMetadata", "usage_metadata")
+        if type(meta) is not dict:
+            return None
+        candidates = _get(meta, "candidatesTokenCount", "candidates_token_count")
+        if type(candidates) is not int:
+            return None
+        thoughts = _get(meta, "thoughtsTokenCount", "thoughts_token_count")
+        return candidates + (thoughts if type(thoughts) is int else 0)
+
+    def stream_usages(self, data: str) -> StreamUsage:
+        if "promptTokenCount" not in data and "prompt_token_count" not in data:
+            return None, None
         try:
             parsed = orjson.loads(data)
         except orjson.JSONDecodeError:
-            return None
-        return self.prompt_usage(parsed)
+            return None, None
+        return self.prompt_usage(parsed), self.output_usage(parsed)
 
 
 def _cap(item: Any, texts: tuple[str | None, ...]) -> Any:

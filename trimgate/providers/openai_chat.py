@@ -42,7 +42,15 @@ from trimgate.history import (
     result_message,
     text_message,
 )
-from trimgate.providers.base import JSON, ChatRoute, CodecBase, Decoded, DecodeOptions, Usage
+from trimgate.providers.base import (
+    JSON,
+    ChatRoute,
+    CodecBase,
+    Decoded,
+    DecodeOptions,
+    StreamUsage,
+    Usage,
+)
 from trimgate.providers.common import RawItems, json_bytes, rebuild, utf8_len
 from trimgate.trimming.estimate import (
     bytes_tokens,
@@ -488,15 +496,28 @@ class OpenAIChatCodec(CodecBase):
         return tokens, cached if type(cached) is int else 0
 
     def stream_prompt_usage(self, data: str) -> Usage | None:
+        return self.stream_usages(data)[0]
+
+    def output_usage(self, body: JSON) -> int | None:
+        """``usage.completion_tokens`` (reasoning tokens included)."""
+        if not isinstance(body, dict):
+            return None
+        usage = body.get("usage")
+        if not isinstance(usage, dict):
+            return None
+        tokens = usage.get("completion_tokens")
+        return tokens if type(tokens) is int else None
+
+    def stream_usages(self, data: str) -> StreamUsage:
         # Every chunk carries ``"usage": null`` when include_usage is on; only the final
         # one (``"choices": []``) has the counts.
         if '"prompt_tokens"' not in data:
-            return None
+            return None, None
         try:
             event = orjson.loads(data)
         except orjson.JSONDecodeError:
-            return None
-        return self.prompt_usage(event)
+            return None, None
+        return self.prompt_usage(event), self.output_usage(event)
 
 
 def _merge(item: Any, breadcrumb: str) -> Any:

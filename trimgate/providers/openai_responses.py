@@ -57,7 +57,15 @@ from trimgate.history import (
     result_message,
     text_message,
 )
-from trimgate.providers.base import JSON, ChatRoute, CodecBase, Decoded, DecodeOptions, Usage
+from trimgate.providers.base import (
+    JSON,
+    ChatRoute,
+    CodecBase,
+    Decoded,
+    DecodeOptions,
+    StreamUsage,
+    Usage,
+)
 from trimgate.providers.common import json_bytes, rebuild, utf8_len
 from trimgate.providers.openai_chat import openai_error_body
 from trimgate.trimming.estimate import (
@@ -439,19 +447,29 @@ class OpenAIResponsesCodec(CodecBase):
         return _input_tokens(body.get("usage"))
 
     def stream_prompt_usage(self, data: str) -> Usage | None:
+        return self.stream_usages(data)[0]
+
+    def output_usage(self, body: JSON) -> int | None:
+        """``usage.output_tokens`` (reasoning tokens included)."""
+        if type(body) is not dict:
+            return None
+        return _output_tokens(body.get("usage"))
+
+    def stream_usages(self, data: str) -> StreamUsage:
         # response.completed (and response.incomplete) carry the final usage.
         if '"input_tokens"' not in data or '"response.' not in data:
-            return None
+            return None, None
         try:
             event = orjson.loads(data)
         except orjson.JSONDecodeError:
-            return None
+            return None, None
         if type(event) is not dict or event.get("type") not in _USAGE_EVENTS:
-            return None
+            return None, None
         response = event.get("response")
         if type(response) is not dict:
-            return None
-        return _input_tokens(response.get("usage"))
+            return None, None
+        usage = response.get("usage")
+        return _input_tokens(usage), _output_tokens(usage)
 
 
 def _provider_managed(body: dict[str, Any]) -> bool:
@@ -476,6 +494,13 @@ def _input_tokens(usage: Any) -> Usage | None:
     details = usage.get("input_tokens_details")
     cached = details.get("cached_tokens") if type(details) is dict else None
     return tokens, cached if type(cached) is int else 0
+
+
+def _output_tokens(usage: Any) -> int | None:
+    if type(usage) is not dict:
+        return None
+    tokens = usage.get("output_tokens")
+    return tokens if type(tokens) is int else None
 
 
 _PLACEHOLDER: Final = Message(index=-1, role=Role.ASSISTANT, tokens=0)

@@ -145,6 +145,13 @@ def _shutdown_steps(app: web.Application, proxy: Proxy) -> None:
         await proxy.lookups.close()  # before the upstream client closes (cleanup_ctx)
 
     app.on_shutdown.append(end_lookups)
+    telemetry = proxy.otel
+    if telemetry is not None:
+
+        async def end_otel(_: web.Application) -> None:  # once the answers are done
+            await asyncio.to_thread(telemetry.shutdown)  # exports what is pending
+
+        app.on_cleanup.append(end_otel)
 
 
 @web.middleware

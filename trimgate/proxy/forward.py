@@ -33,6 +33,7 @@ from trimgate.attribution import team_resolver
 from trimgate.config import Config
 from trimgate.errors import UpstreamError
 from trimgate.providers.base import Codec
+from trimgate.proxy import otel
 from trimgate.proxy import upstream as up
 from trimgate.proxy.answers import error_response, refuse
 from trimgate.proxy.events import EventHub
@@ -97,6 +98,7 @@ class Proxy:
         self.windows = LearnedWindows()  # of models without a known window, per process
         self.lookups = GeminiLookups(client)
         self.websockets = WebSocketRelay(self)
+        self.otel = otel.start(config)  # None: OpenTelemetry is off
 
     # --- route ----------------------------------------------------------------
 
@@ -334,7 +336,7 @@ class Proxy:
             # waits (the relay's first read), after the answer's first bytes: not in
             # the time to first byte.
             asyncio.get_running_loop().call_soon(_record, outcome, self.metrics, self.hub, status)
-            return await self._relay_chat(request, chat, final, extra, outcome)
+            return await self._relay_chat(request, chat, final, extra, outcome, started)
         finally:
             final.resp.release()  # also when the relay failed or never started
 
@@ -345,9 +347,10 @@ class Proxy:
         final: Attempt,
         extra: dict[str, str],
         outcome: Outcome,
+        started: float,
     ) -> web.StreamResponse | None:
         """Relays a chat's answer; a success's usage is read on the way, learned from and
-        recorded."""
+        recorded (and given to OpenTelemetry when configured)."""
         sniffer = None
         if final.resp.status < 300:
             rh = final.resp.headers
@@ -359,6 +362,8 @@ class Proxy:
             self._learn(chat, usage[0] if usage else None, outcome.report)
             if usage is not None and not chat.route.count_tokens:  # a count is no traffic
                 record_usage(outcome, self.metrics, *usage)
+        if self.otel is not None and not chat.route.count_tokens:
+            self.otel.chat(outcome, request.headers, started, final.resp.status, sniffer)
         return response
 
     async def _send_chat(self, chat: Chat, send: Send, request_id: str) -> tuple[Attempt, Outcome]:

@@ -18,6 +18,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 import trimgate
 from trimgate import logs
 from trimgate.config import Config, config_warnings
+from trimgate.proxy import otel
 from trimgate.proxy.app import ADMIN_PATHS, CONFIG, PROXY, Shared, create_admin_app, create_app
 from trimgate.proxy.front import FrontSite
 from trimgate.proxy.metrics import metrics_for
@@ -242,6 +243,7 @@ def _multiprocess_output() -> Callable[[], bytes]:
 
 
 def serve(config: Config, *, workers: int = 1) -> None:
+    otel.require(config)  # set but not installed: one line, before any worker starts
     for warning in config_warnings(config):  # once, before any worker starts
         log.warning("config_warning", extra={"event": "config_warning", "warning": warning})
     if workers > 1:

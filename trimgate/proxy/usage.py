@@ -1,8 +1,8 @@
-"""Read the provider's prompt usage from an answer as it is relayed.
+"""Read the provider's usage from an answer as it is relayed.
 
 Rules of this module:
 - Pure: bytes in (``feed``), counts out (``usage``: prompt tokens and, of them, those
-  read from the provider's prompt cache); no I/O, no aiohttp. The
+  read from the provider's prompt cache; ``output_tokens``); no I/O, no aiohttp. The
   relay feeds it every chunk it writes and never waits on it.
 - It never holds the answer up or holds it whole: a stream is read through
   ``sse.SSEMarkedEvents`` (only events holding one of the codec's usage markers are
@@ -29,7 +29,7 @@ INFLATE_PER_READ = 64 * 1024 * 1024  # more from one read: a bomb, no count is r
 class UsageSniffer:
     """The prompt usage an answer reports, read from its bytes as they pass."""
 
-    __slots__ = ("_buf", "_codec", "_inflate", "_stream", "_usage")
+    __slots__ = ("_buf", "_codec", "_inflate", "_output", "_parsed", "_stream", "_usage")
 
     def __init__(self, codec: Codec, content_type: str, content_encoding: str = "") -> None:
         self._codec = codec
@@ -49,6 +49,8 @@ class UsageSniffer:
             bytearray() if readable and not sse and "json" in ctype else None
         )
         self._usage: Usage | None = None
+        self._output: int | None = None
+        self._parsed = 0  # bytes of ``_buf`` read into ``_usage`` / ``_output`` so far
 
     def _stop(self) -> None:
         self._stream = self._buf = None
@@ -84,25 +86,41 @@ class UsageSniffer:
             return
         if self._stream is not None:
             for event in self._stream.decode(chunk):
-                found = self._codec.stream_prompt_usage(event.data)
+                found, output = self._codec.stream_usages(event.data)
                 if found is not None:
                     self._usage = found
+                if output is not None:
+                    self._output = output
         elif self._buf is not None:
             if len(self._buf) + len(chunk) > USAGE_JSON_LIMIT:
                 self._buf = None  # too big to parse for a count: teaches nothing
             else:
                 self._buf += chunk
 
+    def _read_json(self) -> bool:
+        """Parse the JSON answer kept so far (once per length); False: not valid JSON."""
+        buf = self._buf
+        if not buf or len(buf) == self._parsed:
+            return True
+        try:
+            body = orjson.loads(buf)
+        except orjson.JSONDecodeError:
+            return False
+        self._parsed = len(buf)
+        self._usage = self._codec.prompt_usage(body)
+        self._output = self._codec.output_usage(body)
+        return True
+
     @property
     def usage(self) -> Usage | None:
         """The last usage the answer stated: (prompt tokens, of them read from the
         prompt cache), or None (none yet, or unreadable)."""
-        if self._buf:
-            try:
-                self._usage = self._codec.prompt_usage(orjson.loads(self._buf))
-            except orjson.JSONDecodeError:
-                return None
-        return self._usage
+        return self._usage if self._read_json() else None
+
+    @property
+    def output_tokens(self) -> int | None:
+        """The output tokens the answer stated last, or None (none yet, or unreadable)."""
+        return self._output if self._read_json() else None
 
     @property
     def prompt_tokens(self) -> int | None:
