@@ -58,8 +58,7 @@ from trimgate.history import (
     text_message,
 )
 from trimgate.providers.base import JSON, ChatRoute, CodecBase, Decoded, DecodeOptions, Usage
-from trimgate.providers.common import json_bytes, rebuild, utf8_len
-from trimgate.providers.openai_chat import openai_error_body
+from trimgate.providers.common import json_bytes, openai_error_body, rebuild, utf8_len
 from trimgate.trimming.estimate import (
     bytes_tokens,
     framed_tokens,
