@@ -38,6 +38,7 @@ COMPILED = [
     "trimgate/providers/openai_chat.py",
     "trimgate/providers/openai_chat_items.py",
     "trimgate/providers/openai_responses.py",
+    "trimgate/providers/openai_responses_items.py",
 ]
 
 HAND_WRITTEN = ["trimgate.trimming._utf8", "trimgate.providers._chatscan"]  # C sources
