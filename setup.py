@@ -32,6 +32,7 @@ COMPILED = [
     "trimgate/trimming/policy.py",
     "trimgate/trimming/turns.py",
     "trimgate/providers/anthropic.py",
+    "trimgate/providers/anthropic_items.py",
     "trimgate/providers/base.py",
     "trimgate/providers/common.py",
     "trimgate/providers/gemini.py",
