@@ -36,6 +36,7 @@ COMPILED = [
     "trimgate/providers/base.py",
     "trimgate/providers/common.py",
     "trimgate/providers/gemini.py",
+    "trimgate/providers/gemini_items.py",
     "trimgate/providers/openai_chat.py",
     "trimgate/providers/openai_chat_items.py",
     "trimgate/providers/openai_responses.py",
