@@ -128,6 +128,10 @@ class AnthropicCodec(CodecBase):
     # -- requests ---------------------------------------------------------------
 
     def decode(self, body: JSON, *, path: str, options: DecodeOptions) -> Decoded:
+        # One long function on purpose: a single pass over the wire messages builds the
+        # neutral Messages (compiled), sizing the common blocks inline; a helper per
+        # message or block would add a call per message on every request, and the loop
+        # carries state across messages (the latest compaction block).
         if not isinstance(body, dict):
             raise DecodeError("body is not an object")
         items = body.get("messages")

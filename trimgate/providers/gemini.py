@@ -85,6 +85,10 @@ def _scan(contents: list[Any], options: DecodeOptions) -> list[Message]:
     dispatch. Each call / response field whose value is an object gets an id, in part
     order (``_part_ids`` relies on that order).
     """
+    # One long function on purpose: a single pass over the contents builds the neutral
+    # Messages (compiled); a helper per content or part would add a call per message on
+    # every request, and the loop carries state across contents (the calls awaiting
+    # their responses, the id lists reused from one content to the next).
     messages: list[Message] = []
     crumb = options.breadcrumb
     crumb_len = utf8_len(crumb)

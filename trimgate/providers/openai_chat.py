@@ -110,6 +110,10 @@ class OpenAIChatCodec(CodecBase):
     # -- requests -----------------------------------------------------------------------
 
     def decode(self, body: JSON, *, path: str, options: DecodeOptions) -> Decoded:
+        # One long function on purpose: a single pass over the wire messages builds the
+        # neutral Messages (compiled), sizing the common shapes inline; a helper per
+        # message would add a call per message on every request, and the loop carries
+        # state across messages (legacy function calls waiting for their answer).
         if not isinstance(body, dict):
             raise DecodeError("body is not an object")
         items = body.get("messages")
@@ -282,6 +286,9 @@ class OpenAIChatCodec(CodecBase):
         and parses only those it changes. ``tool_texts``: fill the tool results' texts
         (capping needs them; parsing them costs time).
         """
+        # One long function on purpose: a single pass over the scanner's rows builds the
+        # neutral Messages (compiled); a helper per row would add a call per message on
+        # every request, and the loop collects the rows left to ``decode`` as it goes.
         found = _scan(raw) if _scan is not None else None
         if found is None:
             return None

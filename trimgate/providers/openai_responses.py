@@ -123,6 +123,10 @@ class OpenAIResponsesCodec(CodecBase):
         return 2 if "input" in body and "messages" not in body else 0
 
     def decode(self, body: JSON, *, path: str, options: DecodeOptions) -> Decoded:
+        # One long function on purpose: a single pass over the input items builds the
+        # neutral Messages (compiled), sizing the common items inline; a helper per item
+        # would add a call per message on every request, and the loop carries state
+        # across items (the open reasoning item, the calls seen, the latest compaction).
         if type(body) is not dict:
             raise DecodeError("body is not an object")
         model = body.get("model")
