@@ -82,7 +82,6 @@ class TrimPlan:
 
 def plan(conversation: Conversation, policy: Policy) -> TrimPlan:
     messages: tuple[Message, ...] = conversation.messages
-
     hoisted = 0
     if policy.hoist:
         messages, hoisted = _hoist(messages)

@@ -116,20 +116,7 @@ def trim_to_recent_turns(
     over_budget = budget > 0 and before > budget
     over_turns = max_turns is not None and len(cands) + 1 > max(1, max_turns)
     if not (over_budget or over_turns) or not cands:
-        head_turns = sum(1 for m in messages[lead:scan] if m.turn_start) if scan > lead else 0
-        return TrimResult(
-            tuple(messages),
-            0,
-            0,
-            head_turns + len(starts),
-            before,
-            before,
-            False,
-            lead,
-            0,
-            len(cands) + 1,
-            anchor_tokens,
-        )
+        return _untrimmed(messages, lead, scan, len(starts), len(cands), before, anchor_tokens)
 
     head = _head(messages, lead, pinned_end, superseded, anchor, starts)
     fixed = overhead + sum(m.tokens for m in head) + breadcrumb_tokens
@@ -157,6 +144,33 @@ def trim_to_recent_turns(
         head=len(head),
         kept_units=count - cut,
         anchor_tokens=anchor_tokens,
+    )
+
+
+def _untrimmed(
+    messages: Sequence[Message],
+    lead: int,
+    scan: int,
+    starts: int,
+    cands: int,
+    before: int,
+    anchor_tokens: int,
+) -> TrimResult:
+    """Everything kept: the turn starts after ``scan`` are ``starts``, the head's own
+    ones are counted here; ``cands`` droppable units, plus the newest turn."""
+    head_turns = sum(1 for m in messages[lead:scan] if m.turn_start) if scan > lead else 0
+    return TrimResult(
+        tuple(messages),
+        0,
+        0,
+        head_turns + starts,
+        before,
+        before,
+        False,
+        lead,
+        0,
+        cands + 1,
+        anchor_tokens,
     )
 
 
