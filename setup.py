@@ -32,11 +32,15 @@ COMPILED = [
     "trimgate/trimming/policy.py",
     "trimgate/trimming/turns.py",
     "trimgate/providers/anthropic.py",
+    "trimgate/providers/anthropic_items.py",
     "trimgate/providers/base.py",
     "trimgate/providers/common.py",
     "trimgate/providers/gemini.py",
+    "trimgate/providers/gemini_items.py",
     "trimgate/providers/openai_chat.py",
+    "trimgate/providers/openai_chat_items.py",
     "trimgate/providers/openai_responses.py",
+    "trimgate/providers/openai_responses_items.py",
 ]
 
 HAND_WRITTEN = ["trimgate.trimming._utf8", "trimgate.providers._chatscan"]  # C sources

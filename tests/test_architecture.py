@@ -30,8 +30,6 @@ LONG_FUNCTION_EXCEPTIONS: dict[tuple[str, str], str] = {
     ("providers/openai_chat.py", "OpenAIChatCodec.decode"): HOT_LOOP,
     ("providers/openai_chat.py", "OpenAIChatCodec.decode_raw"): HOT_LOOP,
     ("providers/openai_responses.py", "OpenAIResponsesCodec.decode"): HOT_LOOP,
-    ("trimming/orphans.py", "sweep_orphans"): HOT_LOOP,
-    ("trimming/pipeline.py", "plan"): HOT_LOOP,
     ("trimming/turns.py", "trim_to_recent_turns"): HOT_LOOP,
 }
 

@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from trimgate.errors import DecodeError
 from trimgate.history import Role
-from trimgate.providers.anthropic import CODEC, AnthropicCodec, _strip
+from trimgate.providers.anthropic import CODEC, AnthropicCodec
+from trimgate.providers.anthropic_items import _strip
 from trimgate.providers.base import Decoded, DecodeOptions
 from trimgate.trimming import Policy, plan, text_tokens
 from trimgate.trimming.estimate import bytes_tokens, message_tokens, utf8_len

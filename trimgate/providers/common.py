@@ -1,4 +1,5 @@
-"""Helpers every codec shares: sizes, the breadcrumb test, and the rebuild loop."""
+"""Helpers every codec shares: sizes, the rebuild loop, and the OpenAI error envelope
+(the error shape of every OpenAI-compatible format)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import orjson
 from trimgate.trimming.estimate import utf8_len
 from trimgate.trimming.pipeline import TrimPlan
 
-__all__ = ["RawItems", "json_bytes", "rebuild", "utf8_len"]
+__all__ = ["RawItems", "json_bytes", "openai_error_body", "rebuild", "utf8_len"]
 
 
 class RawItems:
@@ -117,3 +118,19 @@ def rebuild(
             item = merge(item)
         out.append(item)
     return out
+
+
+def openai_error_body(status: int, message: str, request_id: str) -> dict[str, Any]:
+    """trimgate's own error in OpenAI's envelope (every OpenAI-compatible format's)."""
+    return {
+        "error": {
+            "message": message,
+            "type": "trimgate_error",
+            "param": None,
+            "code": {
+                502: "upstream_unreachable",
+                503: "trimgate_busy",
+                504: "upstream_timeout",
+            }.get(status),
+        }
+    }

@@ -47,6 +47,22 @@ from trimgate.providers.base import (
     Usage,
 )
 from trimgate.providers.common import json_bytes, rebuild, utf8_len
+from trimgate.providers.gemini_items import (
+    _CALL,
+    _CODE,
+    _CODE_RESULT,
+    _KINDS,
+    _MEDIA,
+    _META,
+    _RESPONSE,
+    _TEXT,
+    _UNKNOWN,
+    _cap,
+    _inner_key,
+    _part_ids,
+    _str,
+    _system_size,
+)
 from trimgate.trimming.estimate import bytes_tokens, message_tokens, nonascii_utf8_len
 from trimgate.trimming.pipeline import TrimPlan
 
@@ -54,43 +70,7 @@ __all__ = ["CODEC", "GeminiCodec", "GeminiDecoded"]
 
 _PATH: Final = re.compile(r"(?:^|/)(?:models|tunedModels)/([^/:]+):([A-Za-z]+)$")
 _STREAM_METHOD: Final = "streamGenerateContent"
-_INNER_KEYS: Final = ("generateContentRequest", "generate_content_request")
 _SYNTHETIC: Final = "\x1egemini:"  # prefix of ids trimgate makes up; never on the wire
-
-# Part kinds, by field name (camelCase and snake_case).
-_TEXT: Final = 0  # Final: compiled, each is a constant rather than a module lookup
-_CALL: Final = 1
-_RESPONSE: Final = 2
-_MEDIA: Final = 3
-_CODE: Final = 4
-_CODE_RESULT: Final = 5
-_META: Final = 6
-_KINDS: Final[dict[str, int]] = {
-    "text": _TEXT,
-    "functionCall": _CALL,
-    "function_call": _CALL,
-    "functionResponse": _RESPONSE,
-    "function_response": _RESPONSE,
-    "inlineData": _MEDIA,
-    "inline_data": _MEDIA,
-    "fileData": _MEDIA,
-    "file_data": _MEDIA,
-    "executableCode": _CODE,
-    "executable_code": _CODE,
-    "codeExecutionResult": _CODE_RESULT,
-    "code_execution_result": _CODE_RESULT,
-    # metadata that rides on a part: kept, never counted
-    "thought": _META,
-    "thoughtSignature": _META,
-    "thought_signature": _META,
-    "videoMetadata": _META,
-    "video_metadata": _META,
-    "partMetadata": _META,
-    "part_metadata": _META,
-    "mediaResolution": _META,
-    "media_resolution": _META,
-}
-_UNKNOWN: Final = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,56 +79,9 @@ class GeminiDecoded(Decoded):
     inner_key: str | None = None
 
 
-def _str(value: object) -> str:
-    return value if type(value) is str else ""
-
-
-def _response_text(value: object) -> tuple[str, str] | None:
-    """(field, text) of a cappable ``functionResponse``: one string field in ``response``."""
-    if type(value) is not dict:
-        return None
-    response = value.get("response")
-    if type(response) is not dict or len(response) != 1:
-        return None
-    ((key, text),) = response.items()
-    if type(text) is not str:
-        return None
-    return key, text
-
-
-def _inner_key(body: dict[str, Any]) -> str | None:
-    for key in _INNER_KEYS:
-        if type(body.get(key)) is dict:
-            return key
-    return None
-
-
 def _get(mapping: dict[str, Any], camel: str, snake: str) -> Any:
     value = mapping.get(camel)
     return mapping.get(snake) if value is None else value
-
-
-def _system_size(value: object) -> tuple[int, int]:
-    """(text bytes, media) of ``systemInstruction``: a Content, or a bare string."""
-    if value is None:
-        return 0, 0
-    if type(value) is str:
-        return utf8_len(value), 0
-    parts = value.get("parts") if type(value) is dict else None
-    if type(parts) is not list:
-        return json_bytes(value), 0
-    nbytes = media = 0
-    for part in parts:
-        if type(part) is dict:
-            text = part.get("text")
-            if type(text) is str:
-                nbytes += utf8_len(text)
-                continue
-            if any(_KINDS.get(k) == _MEDIA for k in part):
-                media += 1
-                continue
-        nbytes += json_bytes(part)
-    return nbytes, media
 
 
 def _scan(contents: list[Any], options: DecodeOptions) -> list[Message]:
@@ -160,6 +93,10 @@ def _scan(contents: list[Any], options: DecodeOptions) -> list[Message]:
     dispatch. Each call / response field whose value is an object gets an id, in part
     order (``_part_ids`` relies on that order).
     """
+    # One long function on purpose: a single pass over the contents builds the neutral
+    # Messages (compiled); a helper per content or part would add a call per message on
+    # every request, and the loop carries state across contents (the calls awaiting
+    # their responses, the id lists reused from one content to the next).
     messages: list[Message] = []
     crumb = options.breadcrumb
     crumb_len = utf8_len(crumb)
@@ -357,31 +294,6 @@ def _scan(contents: list[Any], options: DecodeOptions) -> list[Message]:
     return messages
 
 
-def _part_ids(parts: list[Any], message: Message) -> list[tuple[int, str]]:
-    """(part position, id) of each call / response field of the content behind ``message``.
-
-    ``_scan`` gives each such field whose value is an object an id, in part order, and
-    lists them in ``calls`` / ``results``: walking the parts the same way pairs them up
-    again, so that decode does not have to keep the pairs for the rare ``strip``.
-    """
-    found: list[tuple[int, str]] = []
-    n_calls = n_results = 0
-    for pos, part in enumerate(parts):
-        if type(part) is not dict:
-            continue
-        for key, value in part.items():
-            if type(value) is not dict:
-                continue
-            kind = _KINDS.get(key)
-            if kind == _CALL:
-                found.append((pos, message.calls[n_calls]))
-                n_calls += 1
-            elif kind == _RESPONSE:
-                found.append((pos, message.results[n_results]))
-                n_results += 1
-    return found
-
-
 # The model methods it examines: /v1beta/models/{m}:generateContent, /v1/models/{m}:...,
 # tuned models, alpha and numbered versions.
 _METHOD: Final = r"^/v1(?:beta|alpha)?\d*/(?:models|tunedModels)/[^/:]+:"
@@ -557,39 +469,6 @@ class GeminiCodec(CodecBase):
         except orjson.JSONDecodeError:
             return None, None
         return self.prompt_usage(parsed), self.output_usage(parsed)
-
-
-def _cap(item: Any, texts: tuple[str | None, ...]) -> Any:
-    """A copy of ``item`` with each cappable response text replaced (None keeps it)."""
-    parts = item.get("parts") or []
-    new_parts = list(parts)
-    j = 0
-    for pos, part in enumerate(parts):
-        if type(part) is not dict:
-            continue
-        new_part: dict[str, Any] | None = None
-        for key, value in part.items():
-            if _KINDS.get(key) != _RESPONSE:
-                continue
-            found = _response_text(value)
-            if found is None:
-                continue
-            text = texts[j] if j < len(texts) else None
-            j += 1
-            if text is None:
-                continue
-            response = dict(value["response"])
-            response[found[0]] = text
-            call = dict(value)
-            call["response"] = response
-            if new_part is None:
-                new_part = dict(part)
-            new_part[key] = call
-        if new_part is not None:
-            new_parts[pos] = new_part
-    new = dict(item)
-    new["parts"] = new_parts
-    return new
 
 
 CODEC: Final = GeminiCodec()

@@ -41,11 +41,28 @@ def sweep_orphans(messages: Sequence[Message], *, pending_calls_ok: bool = False
     # where each result id last stands and which messages make calls; the
     # calls are then checked against those positions (a call is answered when
     # a result with its id stands later), visiting only the calling messages.
-    called: set[str] = set()
     bad: dict[int, set[str]] = {}
     drop_whole: set[int] = set()
     last_result: dict[str, int] = {}  # result id -> position of its newest result
-    callers: list[int] = []  # positions of the non-exempt messages that make calls
+    callers = _scan_results(messages, bad, drop_whole, last_result)
+    if callers:
+        _find_orphan_calls(messages, callers, last_result, bad, pending_calls_ok)
+    if not bad and not drop_whole:
+        return SweepResult(tuple(messages))
+    return _remove(messages, bad, drop_whole)
+
+
+def _scan_results(
+    messages: Sequence[Message],
+    bad: dict[int, set[str]],
+    drop_whole: set[int],
+    last_result: dict[str, int],
+) -> list[int]:
+    """The forward pass: marks orphan results in ``bad`` and unanswered anonymous
+    results in ``drop_whole``, fills ``last_result``; returns the positions of
+    the non-exempt messages that make calls."""
+    called: set[str] = set()
+    callers: list[int] = []
     for pos, m in enumerate(messages):
         results = m.results
         calls = m.calls
@@ -69,23 +86,36 @@ def sweep_orphans(messages: Sequence[Message], *, pending_calls_ok: bool = False
         if calls:
             called.update(calls)
             callers.append(pos)
+    return callers
 
-    if callers:
-        newest_start = len(messages)  # calls at or after it may stay pending
-        if pending_calls_ok:
-            newest_start = next(
-                (i for i in range(len(messages) - 1, -1, -1) if messages[i].turn_start), 0
-            )
-        for pos in reversed(callers):
-            if pos >= newest_start:
-                continue
-            orphan = {c for c in messages[pos].calls if last_result.get(c, -1) <= pos}
-            if orphan:
-                bad.setdefault(pos, set()).update(orphan)
 
-    if not bad and not drop_whole:
-        return SweepResult(tuple(messages))
+def _find_orphan_calls(
+    messages: Sequence[Message],
+    callers: list[int],
+    last_result: dict[str, int],
+    bad: dict[int, set[str]],
+    pending_calls_ok: bool,
+) -> None:
+    """Marks in ``bad`` the calls no later result answers, but for the newest turn's
+    pending calls when the API accepts them."""
+    newest_start = len(messages)  # calls at or after it may stay pending
+    if pending_calls_ok:
+        newest_start = next(
+            (i for i in range(len(messages) - 1, -1, -1) if messages[i].turn_start), 0
+        )
+    for pos in reversed(callers):
+        if pos >= newest_start:
+            continue
+        orphan = {c for c in messages[pos].calls if last_result.get(c, -1) <= pos}
+        if orphan:
+            bad.setdefault(pos, set()).update(orphan)
 
+
+def _remove(
+    messages: Sequence[Message], bad: dict[int, set[str]], drop_whole: set[int]
+) -> SweepResult:
+    """Drops the messages left with nothing, strips the ids from the others; removes
+    nothing when only system messages would remain."""
     removed = 0
     strip: dict[int, frozenset[str]] = {}
     for pos, ids in bad.items():

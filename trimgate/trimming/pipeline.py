@@ -26,7 +26,7 @@ from trimgate.history import Conversation, Message, Role
 from trimgate.trimming.cap import cap_messages, cap_text
 from trimgate.trimming.estimate import bytes_tokens, scale, utf8_len
 from trimgate.trimming.orphans import sweep_orphans
-from trimgate.trimming.turns import leading_systems, trim_to_recent_turns
+from trimgate.trimming.turns import TrimResult, leading_systems, trim_to_recent_turns
 
 Placement = Literal["message", "merge", "none"]
 
@@ -82,11 +82,9 @@ class TrimPlan:
 
 def plan(conversation: Conversation, policy: Policy) -> TrimPlan:
     messages: tuple[Message, ...] = conversation.messages
-
     hoisted = 0
     if policy.hoist:
         messages, hoisted = _hoist(messages)
-
     capped: dict[int, tuple[str | None, ...]] = {}
     tool_results_capped = 0
     if policy.max_tool_result_chars > 0:
@@ -96,17 +94,7 @@ def plan(conversation: Conversation, policy: Policy) -> TrimPlan:
 
     placement = policy.placement
     crumb = policy.breadcrumb_tokens if placement != "none" else 0
-    trim = trim_to_recent_turns(
-        messages,
-        policy.budget,
-        overhead=conversation.overhead,
-        breadcrumb_tokens=crumb,
-        ratio=policy.ratio,
-        max_turns=policy.max_turns,
-        step=policy.step,
-        anchor_limit=policy.anchor_limit,
-        compacted=conversation.compacted,
-    )
+    trim = _trim(messages, conversation, policy, crumb)
     kept = trim.kept
     # The trim summed the messages it was given: unless capping changed their
     # sizes (hoisting only reorders), that is the conversation's own total.
@@ -114,11 +102,7 @@ def plan(conversation: Conversation, policy: Policy) -> TrimPlan:
 
     capped_messages = 0
     if policy.max_messages > 0:
-        limit = policy.max_messages
-        if trim.trimmed and placement == "message":
-            limit = max(1, limit - 1)  # the breadcrumb is a forwarded message too
-        result = cap_messages(kept, limit)
-        kept, capped_messages = result.kept, result.removed
+        kept, capped_messages = _cap_count(kept, policy.max_messages, trim, placement)
 
     strip: Mapping[int, frozenset[str]] = {}
     orphans_removed = 0
@@ -126,39 +110,16 @@ def plan(conversation: Conversation, policy: Policy) -> TrimPlan:
         swept = sweep_orphans(kept, pending_calls_ok=conversation.pending_calls_ok)
         kept, strip, orphans_removed = swept.kept, swept.strip, swept.removed
 
-    breadcrumb_at: int | None = None
-    if trim.trimmed and placement != "none":
-        # After the head the trim kept (leading systems, a compaction's head or the
-        # anchor, pinned server-state results); later passes only remove messages.
-        head = trim.kept[: trim.head]
-        breadcrumb_at = 0
-        for m in head:
-            if breadcrumb_at < len(kept) and kept[breadcrumb_at] is m:
-                breadcrumb_at += 1
-        if placement == "merge":
-            breadcrumb_at = next(
-                (i for i in range(breadcrumb_at, len(kept)) if kept[i].turn_start), None
-            )
-        if breadcrumb_at is not None and breadcrumb_at >= len(kept):
-            breadcrumb_at = None
-
+    breadcrumb_at = _breadcrumb_at(trim, kept, placement) if trim.trimmed else None
+    after = trim.tokens_after  # equals tokens_before when nothing was trimmed
     if capped_messages or orphans_removed:
-        after = _tokens(kept, conversation.overhead, crumb if breadcrumb_at is not None else 0)
-        after = scale(after, policy.ratio)
-    elif trim.trimmed:
-        after = trim.tokens_after
-    else:  # nothing left the conversation: the trim's own sum of ``messages``
-        after = trim.tokens_before
-
-    if kept is trim.kept and not trim.trimmed:  # all of ``messages``: the trim counted them
-        kept_turns = trim.kept_turns + sum(1 for m in kept[: trim.leading] if m.turn_start)
-    else:
-        kept_turns = sum(1 for m in kept if m.turn_start)
+        crumb = crumb if breadcrumb_at is not None else 0
+        after = scale(_tokens(kept, conversation.overhead, crumb), policy.ratio)
     report = TrimReport(
         trimmed=trim.trimmed,
         dropped_turns=trim.dropped_turns,
         dropped_messages=len(conversation.messages) - len(trim.kept) + capped_messages,
-        kept_turns=kept_turns,
+        kept_turns=_kept_turns(kept, trim),
         tokens_before=before,
         tokens_after=after,
         budget=policy.budget,
@@ -179,6 +140,53 @@ def plan(conversation: Conversation, policy: Policy) -> TrimPlan:
         capped=capped,
         changed=changed,
     )
+
+
+def _trim(
+    messages: tuple[Message, ...], conversation: Conversation, policy: Policy, crumb: int
+) -> TrimResult:
+    return trim_to_recent_turns(
+        messages,
+        policy.budget,
+        overhead=conversation.overhead,
+        breadcrumb_tokens=crumb,
+        ratio=policy.ratio,
+        max_turns=policy.max_turns,
+        step=policy.step,
+        anchor_limit=policy.anchor_limit,
+        compacted=conversation.compacted,
+    )
+
+
+def _cap_count(
+    kept: tuple[Message, ...], limit: int, trim: TrimResult, placement: Placement
+) -> tuple[tuple[Message, ...], int]:
+    """The message-count cap over what the trim kept: (kept, messages removed)."""
+    if trim.trimmed and placement == "message":
+        limit = max(1, limit - 1)  # the breadcrumb is a forwarded message too
+    result = cap_messages(kept, limit)
+    return result.kept, result.removed
+
+
+def _breadcrumb_at(trim: TrimResult, kept: tuple[Message, ...], placement: Placement) -> int | None:
+    """Where a trimmed plan's breadcrumb goes in ``kept``; None when nowhere."""
+    if placement == "none":
+        return None
+    # After the head the trim kept (leading systems, a compaction's head or the
+    # anchor, pinned server-state results); later passes only remove messages.
+    at = 0
+    for m in trim.kept[: trim.head]:
+        if at < len(kept) and kept[at] is m:
+            at += 1
+    if placement == "merge":
+        return next((i for i in range(at, len(kept)) if kept[i].turn_start), None)
+    return at if at < len(kept) else None
+
+
+def _kept_turns(kept: tuple[Message, ...], trim: TrimResult) -> int:
+    if kept is trim.kept and not trim.trimmed:  # all of ``messages``: the trim counted them
+        return trim.kept_turns + sum(1 for m in kept[: trim.leading] if m.turn_start)
+    return sum(1 for m in kept if m.turn_start)
 
 
 def _tokens(messages: tuple[Message, ...], overhead: int, crumb: int) -> int:

@@ -101,101 +101,35 @@ def trim_to_recent_turns(
     # One pass for the sizes, one for the turn starts; the suffix sums come from
     # the prefix sums (C loops), so no Python loop walks every message twice.
     sizes = [m.tokens for m in messages]
-    raw_before = overhead + sum(sizes)
-    before = scale(raw_before, ratio)
+    before = scale(overhead + sum(sizes), ratio)
     lead = leading_systems(messages)
 
-    pinned_end = -1  # messages[lead:pinned_end] holds a compaction's pinned head
-    if compacted:
-        for i in range(len(messages) - 1, lead - 1, -1):
-            if messages[i].pinned:
-                pinned_end = i + 1
-                break
-    anchor = lead  # messages[lead:anchor] is the pinned anchor
-    anchor_tokens = 0
+    pinned_end = _pinned_end(messages, lead) if compacted else -1
+    anchor, anchor_tokens = lead, 0  # messages[lead:anchor] is the pinned anchor
     if pinned_end < 0 and anchor_limit > 0:
-        end = anchor_end(messages, lead)
-        if end > lead:
-            size = scale(sum(sizes[lead:end]), ratio)
-            if size <= anchor_limit:
-                anchor, anchor_tokens = end, size
+        anchor, anchor_tokens = _anchor(messages, sizes, lead, ratio, anchor_limit)
     scan = pinned_end if pinned_end >= 0 else anchor
     starts = [i for i, m in enumerate(messages[scan:], scan) if m.turn_start]
-    head_turns = sum(1 for m in messages[lead:scan] if m.turn_start) if scan > lead else 0
-
-    # ``cands``: where the kept part may start (messages[start:] after the head)
-    superseded = False
-    if pinned_end >= 0:
-        superseded = any(not m.pinned for m in messages[lead:pinned_end])
-        cands = [pinned_end] if superseded else []
-        cands += [s for s in starts if s > pinned_end]
-    elif anchor > lead:
-        cands = starts
-    else:
-        cands = starts[1:]
+    superseded = pinned_end >= 0 and any(not m.pinned for m in messages[lead:pinned_end])
+    cands = _candidates(starts, lead, pinned_end, anchor, superseded)
 
     over_budget = budget > 0 and before > budget
     over_turns = max_turns is not None and len(cands) + 1 > max(1, max_turns)
     if not (over_budget or over_turns) or not cands:
-        return TrimResult(
-            tuple(messages),
-            0,
-            0,
-            head_turns + len(starts),
-            before,
-            before,
-            False,
-            lead,
-            0,
-            len(cands) + 1,
-            anchor_tokens,
-        )
+        return _untrimmed(messages, lead, scan, len(starts), len(cands), before, anchor_tokens)
 
-    if pinned_end >= 0:
-        head: tuple[Message, ...] = tuple(messages[:lead])
-        if superseded:
-            head += tuple(m for m in messages[lead:pinned_end] if m.pinned)
-        else:
-            head = tuple(messages[:pinned_end])
-    elif anchor > lead:
-        head = tuple(messages[:anchor])
-    else:  # exempt strays (results answering calls stored server-side) are pinned
-        head = tuple(messages[:lead]) + tuple(m for m in messages[lead : starts[0]] if m.exempt)
+    head = _head(messages, lead, pinned_end, superseded, anchor, starts)
     fixed = overhead + sum(m.tokens for m in head) + breadcrumb_tokens
     # prefix[i] = tokens of messages[:i], so messages[s:] cost total - prefix[s]
     prefix = list(accumulate(sizes, initial=0))
-    total = prefix[-1]
-
     count = len(cands)
-    first = 0
-    if max_turns is not None:
-        first = max(first, count - max(1, max_turns))
-    cut = count - 1  # the newest turn is always kept
-    if budget <= 0:
-        cut = first
-    elif ratio == 1.0:  # scale() is the identity: compare raw sums
-        limit = budget - fixed - total
-        for k in range(first, count):
-            if -prefix[cands[k]] <= limit:
-                cut = k
-                break
-    else:
-        for k in range(first, count):
-            if scale(fixed + total - prefix[cands[k]], ratio) <= budget:
-                cut = k
-                break
+    first = 0 if max_turns is None else max(0, count - max(1, max_turns))
+    cut = _fitting_cut(prefix, cands, first, budget - fixed, budget, ratio)
     if step > 0 and cut > first:
-        # The first boundary at or after the smallest multiple of ``step`` past the
-        # last boundary that did not fit; the minimal cut when no boundary is there.
-        target = (prefix[cands[cut - 1]] // step + 1) * step
-        for k in range(cut, count):
-            if prefix[cands[k]] >= target:
-                cut = k
-                break
+        cut = _grid_cut(prefix, cands, cut, step)
 
     start = cands[cut]
     kept = head + tuple(messages[start:])
-    after = scale(fixed + total - prefix[start], ratio)
     return TrimResult(
         kept=kept,
         dropped_turns=cut + 1,
@@ -204,10 +138,124 @@ def trim_to_recent_turns(
         + len(starts)
         - bisect_left(starts, start),
         tokens_before=before,
-        tokens_after=after,
+        tokens_after=scale(fixed + prefix[-1] - prefix[start], ratio),
         trimmed=True,
         leading=lead,
         head=len(head),
         kept_units=count - cut,
         anchor_tokens=anchor_tokens,
     )
+
+
+def _untrimmed(
+    messages: Sequence[Message],
+    lead: int,
+    scan: int,
+    starts: int,
+    cands: int,
+    before: int,
+    anchor_tokens: int,
+) -> TrimResult:
+    """Everything kept: the turn starts after ``scan`` are ``starts``, the head's own
+    ones are counted here; ``cands`` droppable units, plus the newest turn."""
+    head_turns = sum(1 for m in messages[lead:scan] if m.turn_start) if scan > lead else 0
+    return TrimResult(
+        tuple(messages),
+        0,
+        0,
+        head_turns + starts,
+        before,
+        before,
+        False,
+        lead,
+        0,
+        cands + 1,
+        anchor_tokens,
+    )
+
+
+def _pinned_end(messages: Sequence[Message], lead: int) -> int:
+    """``messages[lead:end]`` holds a compaction's pinned head: the end after the
+    newest pinned message; -1 when none is pinned."""
+    for i in range(len(messages) - 1, lead - 1, -1):
+        if messages[i].pinned:
+            return i + 1
+    return -1
+
+
+def _anchor(
+    messages: Sequence[Message], sizes: list[int], lead: int, ratio: float, limit: int
+) -> tuple[int, int]:
+    """The anchor's end and size (provider tokens) when it fits ``limit``; else (lead, 0)."""
+    end = anchor_end(messages, lead)
+    if end > lead:
+        size = scale(sum(sizes[lead:end]), ratio)
+        if size <= limit:
+            return end, size
+    return lead, 0
+
+
+def _candidates(
+    starts: list[int], lead: int, pinned_end: int, anchor: int, superseded: bool
+) -> list[int]:
+    """Where the kept part may start (``messages[start:]`` after the head), oldest first:
+    the end of the pinned head when it superseded items, then the turn starts after it;
+    every turn start after an anchor; else every turn start but the first (rule 5)."""
+    if pinned_end >= 0:
+        return ([pinned_end] if superseded else []) + [s for s in starts if s > pinned_end]
+    if anchor > lead:
+        return starts
+    return starts[1:]
+
+
+def _head(
+    messages: Sequence[Message],
+    lead: int,
+    pinned_end: int,
+    superseded: bool,
+    anchor: int,
+    starts: list[int],
+) -> tuple[Message, ...]:
+    """What a trim always keeps before the kept units: the leading systems, then the
+    pinned compaction head, the anchor, or the exempt strays before the first turn."""
+    if pinned_end >= 0:
+        if superseded:
+            return tuple(messages[:lead]) + tuple(m for m in messages[lead:pinned_end] if m.pinned)
+        return tuple(messages[:pinned_end])
+    if anchor > lead:
+        return tuple(messages[:anchor])
+    # exempt strays (results answering calls stored server-side) are pinned
+    return tuple(messages[:lead]) + tuple(m for m in messages[lead : starts[0]] if m.exempt)
+
+
+def _fitting_cut(
+    prefix: list[int], cands: list[int], first: int, room: int, budget: int, ratio: float
+) -> int:
+    """The minimal cut: the oldest candidate from ``first`` whose suffix fits (``room``
+    is the budget less the fixed part); the newest when none does; ``first`` when
+    there is no budget (a turn cap alone)."""
+    count = len(cands)
+    if budget <= 0:
+        return first
+    total = prefix[-1]
+    if ratio == 1.0:  # scale() is the identity: compare raw sums
+        limit = room - total
+        for k in range(first, count):
+            if -prefix[cands[k]] <= limit:
+                return k
+        return count - 1
+    fixed = budget - room
+    for k in range(first, count):
+        if scale(fixed + total - prefix[cands[k]], ratio) <= budget:
+            return k
+    return count - 1  # the newest turn is always kept
+
+
+def _grid_cut(prefix: list[int], cands: list[int], cut: int, step: int) -> int:
+    """The first boundary at or after the smallest multiple of ``step`` past the last
+    boundary that did not fit; the minimal cut when no boundary is there."""
+    target = (prefix[cands[cut - 1]] // step + 1) * step
+    for k in range(cut, len(cands)):
+        if prefix[cands[k]] >= target:
+            return k
+    return cut
