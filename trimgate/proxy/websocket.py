@@ -740,8 +740,8 @@ class ResponsesMode:
 
     def _examine(self, body: bytes, request_id: str) -> tuple[Chat | None, str | None]:
         try:
-            return self.proxy.examiner.examine(
-                self.headers, self.route, body, self.proxy.calibration
+            return self.proxy.examiner.examine(  # the windows overflows taught, as on HTTP
+                self.headers, self.route, body, self.proxy.calibration, self.proxy.windows.windows
             )
         except Exception as exc:  # a bug must not break a request the provider would answer
             log.exception(
