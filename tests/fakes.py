@@ -293,13 +293,13 @@ def anthropic_cached_ok(fresh: int, read: int, written: int) -> dict[str, Any]:
     return {**anthropic_ok(), "usage": anthropic_cached_usage(fresh, read, written)}
 
 
-def anthropic_cached_stream(fresh: int, read: int, written: int) -> list[bytes]:
-    """A Messages stream: message_start states the prompt, message_delta restates it."""
-    message = {**anthropic_ok(), "content": [], "stop_reason": None}
-    start_usage = {**anthropic_cached_usage(fresh, read, written), "output_tokens": 1}
-    frames: list[bytes] = []
-    for name, obj in (
-        ("message_start", {"type": "message_start", "message": {**message, "usage": start_usage}}),
+def anthropic_text_stream(
+    message: dict[str, Any], text: str, end_usage: dict[str, Any]
+) -> list[bytes]:
+    """A Messages stream of one text block, frame by frame: ``message`` (its usage
+    included) opens it, ``end_usage`` is message_delta's usage."""
+    events: list[tuple[str, dict[str, Any]]] = [
+        ("message_start", {"type": "message_start", "message": message}),
         (
             "content_block_start",
             {
@@ -313,7 +313,7 @@ def anthropic_cached_stream(fresh: int, read: int, written: int) -> list[bytes]:
             {
                 "type": "content_block_delta",
                 "index": 0,
-                "delta": {"type": "text_delta", "text": "ok"},
+                "delta": {"type": "text_delta", "text": text},
             },
         ),
         ("content_block_stop", {"type": "content_block_stop", "index": 0}),
@@ -322,18 +322,25 @@ def anthropic_cached_stream(fresh: int, read: int, written: int) -> list[bytes]:
             {
                 "type": "message_delta",
                 "delta": {"stop_reason": "end_turn", "stop_sequence": None},
-                "usage": {
-                    "input_tokens": fresh,
-                    "cache_creation_input_tokens": written,
-                    "cache_read_input_tokens": read,
-                    "output_tokens": 12,
-                },
+                "usage": end_usage,
             },
         ),
         ("message_stop", {"type": "message_stop"}),
-    ):
-        frames += sse_data(obj, event=name)
-    return frames
+    ]
+    return [frame for name, obj in events for frame in sse_data(obj, event=name)]
+
+
+def anthropic_cached_stream(fresh: int, read: int, written: int) -> list[bytes]:
+    """A Messages stream: message_start states the prompt, message_delta restates it."""
+    message = {**anthropic_ok(), "content": [], "stop_reason": None}
+    start_usage = {**anthropic_cached_usage(fresh, read, written), "output_tokens": 1}
+    end_usage = {
+        "input_tokens": fresh,
+        "cache_creation_input_tokens": written,
+        "cache_read_input_tokens": read,
+        "output_tokens": 12,
+    }
+    return anthropic_text_stream({**message, "usage": start_usage}, "ok", end_usage)
 
 
 def gemini_cached_ok(prompt: int, cached: int) -> dict[str, Any]:

@@ -23,7 +23,16 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_openai import ChatOpenAI
 from pydantic import SecretStr
 
-from tests.fakes import FakeProvider, Recorded, Reply, anthropic_ok, json_reply, openai_ok, sse_data
+from tests.fakes import (
+    FakeProvider,
+    Recorded,
+    Reply,
+    anthropic_ok,
+    anthropic_text_stream,
+    json_reply,
+    openai_ok,
+    sse_data,
+)
 from tests.proxy.bodies import gemini_contents
 from tests.proxy.conftest import MakeStack, Stack
 
@@ -49,36 +58,7 @@ def _openai_stream() -> Reply:
 
 def _anthropic_stream() -> Reply:
     message = {**anthropic_ok(600), "content": [], "stop_reason": None}
-    events: list[tuple[str, dict[str, Any]]] = [
-        ("message_start", {"type": "message_start", "message": message}),
-        (
-            "content_block_start",
-            {
-                "type": "content_block_start",
-                "index": 0,
-                "content_block": {"type": "text", "text": ""},
-            },
-        ),
-        (
-            "content_block_delta",
-            {
-                "type": "content_block_delta",
-                "index": 0,
-                "delta": {"type": "text_delta", "text": "ok"},
-            },
-        ),
-        ("content_block_stop", {"type": "content_block_stop", "index": 0}),
-        (
-            "message_delta",
-            {
-                "type": "message_delta",
-                "delta": {"stop_reason": "end_turn", "stop_sequence": None},
-                "usage": {"output_tokens": 1},
-            },
-        ),
-        ("message_stop", {"type": "message_stop"}),
-    ]
-    return Reply(events=[sse_data(data, event=name)[0] for name, data in events])
+    return Reply(events=anthropic_text_stream(message, "ok", {"output_tokens": 1}))
 
 
 def _gemini_ok() -> dict[str, Any]:

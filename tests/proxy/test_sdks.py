@@ -16,6 +16,7 @@ from tests.fakes import (
     Reply,
     anthropic_ok,
     anthropic_overflow,
+    anthropic_text_stream,
     json_reply,
     openai_ok,
     openai_overflow,
@@ -42,51 +43,17 @@ def openai_stream(r: Recorded) -> Reply:
 
 
 def anthropic_stream(r: Recorded) -> Reply:
-    events: list[tuple[str, dict[str, Any]]] = [
-        (
-            "message_start",
-            {
-                "type": "message_start",
-                "message": {
-                    "id": "msg_1",
-                    "type": "message",
-                    "role": "assistant",
-                    "model": "claude-sonnet-4-5",
-                    "content": [],
-                    "stop_reason": None,
-                    "stop_sequence": None,
-                    "usage": {"input_tokens": 700, "output_tokens": 1},
-                },
-            },
-        ),
-        (
-            "content_block_start",
-            {
-                "type": "content_block_start",
-                "index": 0,
-                "content_block": {"type": "text", "text": ""},
-            },
-        ),
-        (
-            "content_block_delta",
-            {
-                "type": "content_block_delta",
-                "index": 0,
-                "delta": {"type": "text_delta", "text": "Hello"},
-            },
-        ),
-        ("content_block_stop", {"type": "content_block_stop", "index": 0}),
-        (
-            "message_delta",
-            {
-                "type": "message_delta",
-                "delta": {"stop_reason": "end_turn", "stop_sequence": None},
-                "usage": {"output_tokens": 2},
-            },
-        ),
-        ("message_stop", {"type": "message_stop"}),
-    ]
-    frames = [sse_data(data, event=name)[0] for name, data in events]
+    message: dict[str, Any] = {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-sonnet-4-5",
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": {"input_tokens": 700, "output_tokens": 1},
+    }
+    frames = anthropic_text_stream(message, "Hello", {"output_tokens": 2})
     return Reply(events=frames, event_delay=0.01)
 
 
