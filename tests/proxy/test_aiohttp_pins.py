@@ -73,6 +73,11 @@ def test_the_aiohttp_internals_the_front_uses_are_there() -> None:
         assert callable(getattr(web_protocol.RequestHandler, name))
     assert "timeout" in inspect.signature(web_server.Server.shutdown).parameters
     assert callable(asyncio.Transport.set_protocol)
+    # headwatch.WatchedSite starts as TCPSite.start does, from these
+    for name in ("_host", "_port", "_bound_port", "_reuse_address", "_reuse_port"):
+        assert name in web_runner.TCPSite.__slots__
+    assert {"_runner", "_backlog", "_server"} <= set(web_runner.BaseSite.__slots__)
+    assert "create_server(" in inspect.getsource(web_runner.TCPSite.start)
     # what FrontRequest.send reads of a whole answer
     response = web.Response(body=b"x", status=418, reason="Teapot", headers={"X-A": "1"})
     assert (response.body, response.status, response.reason) == (b"x", 418, "Teapot")
@@ -102,10 +107,15 @@ async def test_a_handed_over_connection_is_served_by_aiohttp() -> None:
             pass
 
     handler.connection_made(Transport())
-    # front._head_deadline: a handler counts the heads it has read
-    assert handler._request_count == 0
+    # headwatch.HeadWatch: a handler counts the heads it has read, and waits on _waiter
+    assert handler._request_count == 0 and not handler._messages
     handler.data_received(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
     assert handler._request_count == 1
+    for _ in range(20):  # served, then waiting for the next head
+        await asyncio.sleep(0.01)
+        if handler._waiter is not None:
+            break
+    assert handler._waiter is not None and not handler._waiter.done()
     for _ in range(20):
         await asyncio.sleep(0.01)
         if b"hi" in b"".join(written):

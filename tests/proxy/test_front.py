@@ -868,3 +868,51 @@ async def test_a_long_head_handed_to_aiohttp_must_end_in_time(
         writer.write(chat_request())
         assert (await read_answer(reader))[0] == 200
     assert len(stack.fake.requests) == 2
+
+
+async def test_every_head_on_a_handed_over_connection_must_end_in_time(
+    make_stack: MakeStack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(front, "STALL", 0.3)
+    stack = await make_stack()
+    padding = "".join(f"X-Pad-{i}: {'p' * 200}\r\n" for i in range(90))  # about 19 KiB
+    long_head = chat_request(extra=padding)
+    for later in (long_head, chat_request()):  # aiohttp reads every later head
+        async with connection(stack) as (reader, writer):
+            writer.write(long_head)  # handed over, and answered
+            assert (await read_answer(reader))[0] == 200
+            await asyncio.sleep(0.5)  # idle past the deadline: kept alive
+            writer.write(later)
+            assert (await read_answer(reader))[0] == 200
+            writer.write(later[:100])  # a later head that stops midway
+            assert await closed_by_server(reader)
+    assert len(stack.fake.requests) == 4
+
+
+@pytest.mark.parametrize("http_server", ["aiohttp"])
+async def test_aiohttp_served_heads_must_end_in_time(
+    make_stack: MakeStack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from trimgate.proxy import serve
+
+    monkeypatch.setattr(serve, "STALL", 0.3)
+    stack = await make_stack()
+    async with connection(stack) as (reader, writer):  # the first head stalls
+        writer.write(chat_request()[:50])
+        assert await closed_by_server(reader)
+    async with connection(stack) as (reader, writer):  # bytes keep coming, too slowly
+        request = chat_request()
+        with contextlib.suppress(ConnectionError):
+            for i in range(10):
+                writer.write(request[i : i + 1])
+                await asyncio.sleep(0.05)
+        assert await closed_by_server(reader)
+    async with connection(stack) as (reader, writer):
+        writer.write(chat_request())
+        assert (await read_answer(reader))[0] == 200
+        await asyncio.sleep(0.5)  # idle between requests: kept alive
+        writer.write(chat_request())
+        assert (await read_answer(reader))[0] == 200
+        writer.write(chat_request()[:60])  # a later head that stops midway
+        assert await closed_by_server(reader)
+    assert len(stack.fake.requests) == 2

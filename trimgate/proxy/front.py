@@ -26,10 +26,11 @@ from collections.abc import Awaitable, Callable, Iterable
 from email.utils import formatdate
 from typing import Final, cast
 
-from aiohttp import web, web_protocol
+from aiohttp import web
 from multidict import CIMultiDictProxy
 
 from trimgate.proxy import http11
+from trimgate.proxy.headwatch import HeadWatch
 
 log = logging.getLogger("trimgate")
 
@@ -315,14 +316,9 @@ class FrontProtocol(asyncio.Protocol):
         self._disarm()
         self._gone = True
         self._front.forget(self)
-        handler = self._front.aiohttp_server()
-        transport.set_protocol(handler)
-        handler.connection_made(transport)
         # aiohttp's handler gives a head no deadline: the head handed over (a long one, or
-        # one still arriving) must end within STALL, as the front's own heads must
-        self._loop.call_later(STALL, _head_deadline, handler, transport)
-        if data:
-            handler.data_received(data)
+        # one still arriving), and every later one, must end within STALL, as here
+        HeadWatch(self._front.aiohttp_server(), STALL).take_over(transport, data)
         if not self._reading:
             self._reading = True
             transport.resume_reading()
@@ -409,12 +405,6 @@ class FrontProtocol(asyncio.Protocol):
     @property
     def between_requests(self) -> bool:
         return not self._gone and self._reader.state <= http11.HEAD
-
-
-def _head_deadline(handler: web_protocol.RequestHandler, transport: asyncio.Transport) -> None:
-    """Close a handed-over connection on which aiohttp has not read a whole head yet."""
-    if getattr(handler, "_request_count", 1) == 0 and not transport.is_closing():
-        transport.close()
 
 
 class Front:
