@@ -7,7 +7,7 @@ loopback, then measures the latency of small chat requests (one client, one requ
 time) twice: alone, and while ``--large-clients`` clients keep sending ``--large-mb`` MB
 chat histories that need a trim. Each configuration runs twice in one invocation: with
 large bodies examined in a worker thread (``inline`` = no), and with every body examined
-on the event loop (``inline`` = yes: ``forward.EXAMINE_INLINE_BYTES`` raised past any
+on the event loop (``inline`` = yes: ``offload.INLINE_BYTES`` raised past any
 body, as before the worker threads). Prints p50 / p99 / max of the small requests, in ms,
 and, as the floor, the same load with the large bodies not examined
 (``x-trimgate-mode: off``): what receiving and relaying them costs on a shared machine.
@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # trimgate serve with every body examined on the loop (the behaviour before)
 INLINE_LAUNCHER = (
-    "import sys, trimgate.proxy.forward as f; f.EXAMINE_INLINE_BYTES = 1 << 60; "
+    "import sys, trimgate.proxy.offload as o; o.INLINE_BYTES = 1 << 60; "
     "from trimgate.cli import main; sys.exit(main(sys.argv[1:]))"
 )
 THREAD_LAUNCHER = "import sys; from trimgate.cli import main; sys.exit(main(sys.argv[1:]))"

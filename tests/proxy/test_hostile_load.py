@@ -13,11 +13,11 @@ from typing import Any
 import orjson
 import pytest
 
-from tests.fakes import FakeProvider, Reply, json_reply, openai_ok
+from tests.fakes import FakeProvider, Reply, json_reply, openai_ok, openai_overflow
 from tests.proxy.bodies import anthropic_messages, openai_chat
 from tests.proxy.conftest import MakeStack
 from trimgate.proxy.app import PROXY
-from trimgate.proxy.examine import Examiner
+from trimgate.proxy.examine import Chat, Examiner
 
 
 @pytest.fixture(params=["trimgate", "aiohttp"])
@@ -129,6 +129,37 @@ async def test_a_large_body_is_examined_off_the_event_loop(
     stack = await make_stack()
     await stack.client.post("/v1/chat/completions", json=openai_chat(2, size=10))
     await stack.client.post("/v1/chat/completions", json=openai_chat(10, size=20_000))
+    assert threads[0] == threading.current_thread().name  # a small body: inline
+    assert threads[1].startswith("trimgate-examine")
+
+
+async def test_a_large_body_is_replanned_off_the_event_loop(
+    make_stack: MakeStack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    threads: list[str] = []
+    replan = Chat.replan
+
+    def recording(self: Chat, *args: Any) -> Any:
+        threads.append(threading.current_thread().name)
+        return replan(self, *args)
+
+    monkeypatch.setattr(Chat, "replan", recording)
+    calls = iter(range(100))  # the first attempt of each request overflows
+
+    def answer(_: Any) -> Reply:
+        return (
+            openai_overflow(200_000, 100_000) if next(calls) % 2 == 0 else json_reply(openai_ok())
+        )
+
+    fake = FakeProvider(answer)
+    stack = await make_stack(fake)
+    small = await stack.client.post("/v1/chat/completions", json=openai_chat(6, size=10))
+    assert small.status == 200 and small.headers["x-trimgate-retries"] == "1"
+    large = await stack.client.post(
+        "/v1/chat/completions", json=openai_chat(60, size=6_000, model="gpt-4o")
+    )
+    assert large.status == 200 and large.headers["x-trimgate-retries"] == "1"
+    assert len(fake.requests) == 4
     assert threads[0] == threading.current_thread().name  # a small body: inline
     assert threads[1].startswith("trimgate-examine")
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import ssl
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,7 @@ from websockets.exceptions import InvalidStatus
 from bench.agent_fake import AgentFake, Script
 from tests.proxy.conftest import ProxyTestServer, config_for, no_sleep, raw_request
 from trimgate.proxy.app import HUB, create_app
+from trimgate.proxy.examine import Chat, Examiner
 
 pytestmark = pytest.mark.parametrize("http_server", ["trimgate", "aiohttp"], indirect=True)
 
@@ -254,6 +256,36 @@ async def test_an_overflow_is_retried_on_the_same_connection(make_ws: MakeWs) ->
     assert stack.metric("trimgate_reactive_retries_total", **labels) >= 1
     (event,) = [e for e in stack.events() if e["type"] == "history_trimmed"]
     assert event["reason"] == "reactive"
+
+
+async def test_a_large_create_is_examined_and_replanned_off_the_event_loop(
+    make_ws: MakeWs, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    threads: list[tuple[str, str]] = []
+    examine, replan = Examiner.examine, Chat.replan
+
+    def examining(self: Examiner, *args: Any) -> Any:
+        threads.append(("examine", threading.current_thread().name))
+        return examine(self, *args)
+
+    def replanning(self: Chat, *args: Any) -> Any:
+        threads.append(("replan", threading.current_thread().name))
+        return replan(self, *args)
+
+    monkeypatch.setattr(Examiner, "examine", examining)
+    monkeypatch.setattr(Chat, "replan", replanning)
+    fake = AgentFake(websocket=True, script=Script(rounds=0, windows={"big-x": 60_000}))
+    stack = await make_ws(fake.app())
+    history = [*turns(150, size=1_000), {"role": "user", "content": "now"}]  # ~300 KB
+    async with sdk(stack.base).responses.connect() as conn:
+        seen = await one_response(
+            conn, {"type": "response.create", "model": "big-x", "input": history}
+        )
+    assert seen[-1].type == "response.completed"
+    answers = [r.answer for r in fake.records if r.transport == "ws"]
+    assert answers[0] == "overflow" and len(answers) >= 2
+    assert [what for what, _ in threads][:2] == ["examine", "replan"]
+    assert all(name.startswith("trimgate-examine") for _, name in threads)
 
 
 async def test_a_chained_overflow_is_recovered_from_the_whole_chain(make_ws: MakeWs) -> None:

@@ -21,7 +21,6 @@ import logging
 import random
 import time
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from urllib.parse import parse_qsl
 
@@ -40,6 +39,7 @@ from trimgate.proxy.events import EventHub
 from trimgate.proxy.examine import Chat, Examiner, InflatedTooLarge, control_header_problem
 from trimgate.proxy.front import BodyBudget, FrontRequest
 from trimgate.proxy.metrics import Metrics
+from trimgate.proxy.offload import Offload, heavy
 from trimgate.proxy.relay import Attempt, Incoming, relay, sniff_overflow
 from trimgate.proxy.retry import Send, Sleep, send_with_retries, unresolved
 from trimgate.proxy.routing import NoUpstream, Route, Router, refusal
@@ -52,11 +52,6 @@ from trimgate.trimming.pipeline import TrimReport
 from trimgate.trimming.policy import learned, learned_window
 
 log = logging.getLogger("trimgate")
-
-# A chat body larger than this (or compressed) is examined in a worker thread: decoding
-# and planning a multi-MB history takes tens of milliseconds the loop must not stall for.
-EXAMINE_INLINE_BYTES = 256 * 1024
-EXAMINE_THREADS = 2
 
 # Request ids are unique, not secret: a PRNG seeded from os.urandom, no syscall per request.
 _IDS = random.Random()
@@ -91,7 +86,7 @@ class Proxy:
         # request-body bytes held by the requests in flight (the front counts those it
         # reads before reading them; the proxy counts the others)
         self.bodies = BodyBudget(config.server.max_buffered_bytes)
-        self._executor: ThreadPoolExecutor | None = None
+        self.offload = Offload()  # large bodies are examined in worker threads
         self.team = team_resolver(config.metrics.attribution)  # None: no team label
         if self.team is not None and not metrics.teams:
             raise ValueError("metrics.attribution is on: Metrics(registry, teams=True)")
@@ -144,7 +139,7 @@ class Proxy:
                     return self._busy(route, provider, request_id, team)
                 held = len(body)
             try:
-                chat, skipped = await self._examine_off_loop(request, route, body, request_id)
+                chat, skipped = await self.examine(request.headers, route, body, request_id)
             except InflatedTooLarge:
                 return self._too_large(route, provider, request_id, " once inflated", team)
             return await self._send_and_relay(
@@ -232,34 +227,29 @@ class Proxy:
 
     def close(self) -> None:
         """Stop the examination threads (at shutdown)."""
-        if self._executor is not None:
-            self._executor.shutdown(wait=False, cancel_futures=True)
-            self._executor = None
+        self.offload.close()
 
     # --- examine ----------------------------------------------------------------
 
-    async def _examine_off_loop(
-        self, request: Incoming, route: Route, body: bytes, request_id: str
+    async def examine(
+        self, headers: Mapping[str, str], route: Route, body: bytes, request_id: str
     ) -> tuple[Chat | None, str | None]:
-        """``_examine_safely``; a large or compressed body in a worker thread, so that
-        decoding and planning it does not hold up every other request on the loop."""
-        if route.wire_format is None or (
-            len(body) <= EXAMINE_INLINE_BYTES and "Content-Encoding" not in request.headers
-        ):
-            return self._examine_safely(request, route, body, request_id)
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(EXAMINE_THREADS, "trimgate-examine")
-        return await asyncio.get_running_loop().run_in_executor(
-            self._executor, self._examine_safely, request, route, body, request_id
+        """The examined chat (None: forwarded untouched) and the reason it is not trimmed
+        up front. A large or compressed body is examined in a worker thread, so that
+        decoding and planning it does not hold up every other request on the loop. A bug
+        while examining forwards the body untouched (``internal-error``), never a 500."""
+        if route.wire_format is None:
+            return None, None
+        compressed = "Content-Encoding" in headers
+        return await self.offload.run(
+            heavy(body, compressed), lambda: self._examine_safely(headers, route, body, request_id)
         )
 
     def _examine_safely(
-        self, request: Incoming, route: Route, body: bytes, request_id: str
+        self, headers: Mapping[str, str], route: Route, body: bytes, request_id: str
     ) -> tuple[Chat | None, str | None]:
-        if route.wire_format is None:
-            return None, None
         try:
-            return self._examine(request, route, body)
+            return self._examine(headers, route, body)
         except InflatedTooLarge:
             raise
         except Exception as exc:  # a bug must not break a request the provider would answer
@@ -274,12 +264,10 @@ class Proxy:
             return None, "internal-error"
 
     def _examine(
-        self, request: Incoming, route: Route, body: bytes
+        self, headers: Mapping[str, str], route: Route, body: bytes
     ) -> tuple[Chat | None, str | None]:
         # a method of its own: bench/ablate.py replaces it to switch the examination off
-        return self.examiner.examine(
-            request.headers, route, body, self.calibration, self.windows.windows
-        )
+        return self.examiner.examine(headers, route, body, self.calibration, self.windows.windows)
 
     # --- send, retry, relay, signals --------------------------------------------
 
@@ -376,6 +364,7 @@ class Proxy:
             sleep=self._sleep,
             learn=self._learn,
             max_body=self.config.server.max_body_bytes,
+            offload=self.offload,
         )
         report = state.report
         reason = None

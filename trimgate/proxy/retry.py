@@ -21,6 +21,7 @@ from tenacity import AsyncRetrying, retry_if_result, stop_after_attempt, wait_no
 
 from trimgate.errors import DecodeError
 from trimgate.proxy.examine import Chat
+from trimgate.proxy.offload import Offload, heavy
 from trimgate.proxy.relay import Attempt
 from trimgate.trimming.pipeline import TrimReport
 from trimgate.trimming.policy import may_retry, next_attempt
@@ -45,7 +46,14 @@ class Retries:
 
 
 async def send_with_retries(
-    chat: Chat, send: Send, request_id: str, *, sleep: Sleep, learn: Learn, max_body: int
+    chat: Chat,
+    send: Send,
+    request_id: str,
+    *,
+    sleep: Sleep,
+    learn: Learn,
+    max_body: int,
+    offload: Offload,
 ) -> tuple[Attempt, Retries]:
     """The final attempt (to relay) and the loop's state, whose ``report`` is of the body
     last sent. The caller drops the state before relaying: it holds that body."""
@@ -64,7 +72,7 @@ async def send_with_retries(
             reraise=True,
         )
         try:
-            final = await retrying(_retry, chat, state, send, learn, max_body)
+            final = await retrying(_retry, chat, state, send, learn, max_body, offload)
         except BaseException:  # cancelled between attempts, or a failed resend
             if state.last is not None:
                 state.last.resp.close()  # the answer nobody will relay now
@@ -95,8 +103,11 @@ async def _attempt(chat: Chat, state: Retries, send: Send) -> Attempt:
     return result
 
 
-async def _retry(chat: Chat, state: Retries, send: Send, learn: Learn, max_body: int) -> Attempt:
-    """Plan again from the last overflow, dropping at least one more turn, and resend."""
+async def _retry(
+    chat: Chat, state: Retries, send: Send, learn: Learn, max_body: int, offload: Offload
+) -> Attempt:
+    """Plan again from the last overflow, dropping at least one more turn, and resend
+    (planned in a worker thread when the body is large, as its first examination was)."""
     last = state.last
     assert last is not None and last.overflow is not None
     previous = state.report
@@ -105,7 +116,9 @@ async def _retry(chat: Chat, state: Retries, send: Send, learn: Learn, max_body:
         chat.policy, previous, last.overflow.real, last.overflow.maximum, retry=state.retries
     )
     try:
-        report, body = chat.replan(policy, max_body)
+        report, body = await offload.run(
+            heavy(chat.body, bool(chat.encoding)), lambda: chat.replan(policy, max_body)
+        )
     except DecodeError as exc:  # a body trimgate cannot re-encode (nesting too deep)
         log.warning(
             "a retry could not be planned; the provider's answer goes back",

@@ -42,7 +42,8 @@ from trimgate.providers.registry import CODECS
 from trimgate.proxy import h1
 from trimgate.proxy import upstream as up
 from trimgate.proxy.answers import error_response
-from trimgate.proxy.examine import Chat
+from trimgate.proxy.examine import Chat, InflatedTooLarge
+from trimgate.proxy.offload import heavy
 from trimgate.proxy.relay import Attempt
 from trimgate.proxy.retry import send_with_retries, unresolved
 from trimgate.proxy.routing import Route
@@ -716,7 +717,7 @@ class ResponsesMode:
                 return
             await self._recover(event, history, own, attempt, request_id, started)
             return
-        chat, _ = self._examine(frame, request_id)
+        chat, _ = await self._examine(frame, request_id)
         if chat is None:
             attempt = await self._send(frame)
             self._count("other", _turn(attempt).status)
@@ -727,7 +728,7 @@ class ResponsesMode:
 
     async def _unheld(self, frame: bytes, request_id: str | None, started: float) -> None:
         """A create sent at once, examined (``request_id`` given) but not held."""
-        chat = self._examine(frame, request_id)[0] if request_id is not None else None
+        chat = (await self._examine(frame, request_id))[0] if request_id is not None else None
         if chat is None or request_id is None:
             self._count("other", 200)
             await self.link.to_upstream(frame)
@@ -738,21 +739,12 @@ class ResponsesMode:
         reason = "preemptive" if report.trimmed else None
         self._record(chat, request_id, report, reason, 0, 0, 200, unresolved=None)
 
-    def _examine(self, body: bytes, request_id: str) -> tuple[Chat | None, str | None]:
+    async def _examine(self, body: bytes, request_id: str) -> tuple[Chat | None, str | None]:
+        # as on HTTP: the windows overflows taught, large events in a worker thread
         try:
-            return self.proxy.examiner.examine(  # the windows overflows taught, as on HTTP
-                self.headers, self.route, body, self.proxy.calibration, self.proxy.windows.windows
-            )
-        except Exception as exc:  # a bug must not break a request the provider would answer
-            log.exception(
-                "examining a WebSocket event failed; forwarding it untouched",
-                extra={
-                    "event": "examine_error",
-                    "request_id": request_id,
-                    "error_type": type(exc).__name__,
-                },
-            )
-            return None, "internal-error"
+            return await self.proxy.examine(self.headers, self.route, body, request_id)
+        except InflatedTooLarge:  # the upgrade said Content-Encoding: frames are not that
+            return None, "compressed-body"
 
     async def _send_chat(
         self, chat: Chat, request_id: str, *, retries: int = 0, overflows: int = 0
@@ -765,6 +757,7 @@ class ResponsesMode:
             sleep=proxy._sleep,
             learn=proxy._learn,
             max_body=proxy.config.server.max_body_bytes,
+            offload=proxy.offload,
         )
         turn = _turn(final)
         report = state.report
@@ -832,7 +825,7 @@ class ResponsesMode:
         body = {k: v for k, v in event.items() if k != "previous_response_id"}
         body["input"] = orjson.Fragment(b"[" + b",".join([*history, own]) + b"]")
         rebuilt = orjson.dumps(body)
-        chat, _ = self._examine(rebuilt, request_id)
+        chat, _ = await self._examine(rebuilt, request_id)
         turn = _turn(attempt)
         if chat is None or not may_retry(chat.settings, chat.report, shadow=chat.shadow):
             self._count(chat.label if chat else "other", turn.status)
@@ -840,9 +833,10 @@ class ResponsesMode:
             return
         if not chat.report.trimmed:  # the plan kept it all: the overflow says it is too long
             policy = next_attempt(chat.policy, chat.report, overflow.real, overflow.maximum)
+            max_body = self.proxy.config.server.max_body_bytes
             try:
-                chat.report, chat.send_body = chat.replan(
-                    policy, self.proxy.config.server.max_body_bytes
+                chat.report, chat.send_body = await self.proxy.offload.run(
+                    heavy(chat.body, bool(chat.encoding)), lambda: chat.replan(policy, max_body)
                 )
             except Exception:
                 log.exception(
