@@ -4,6 +4,7 @@ before the first output byte is retried, never one after it; an upstream's own
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import orjson
@@ -13,6 +14,7 @@ from tests.fakes import FakeProvider, Reply, json_reply, openai_ok, sse_data
 from tests.proxy.bodies import openai_chat, responses_input
 from tests.proxy.conftest import MakeStack
 from trimgate.providers.overflow import detect_overflow
+from trimgate.proxy import relay
 from trimgate.proxy.relay import STREAM_HOLD_LIMIT
 
 MESSAGE = (
@@ -56,6 +58,28 @@ async def test_an_overflow_after_many_empty_events_is_retried(make_stack: MakeSt
     assert b"fine" in body and b"maximum context length" not in body
     assert resp.headers["x-trimgate-reason"] == "reactive"
     assert len(fake.requests[1].body) < len(fake.requests[0].body)
+
+
+async def test_a_stream_without_output_is_held_for_a_bounded_time(
+    make_stack: MakeStack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a model thinking before its first output: keep-alive comments only, for longer
+    # than the hold; the head and what was held go out, and an error after that is the
+    # stream's own (relayed, not retried)
+    monkeypatch.setattr(relay, "STREAM_HOLD_SECONDS", 0.2)
+    frames = [*sse_data(ROLE), *([b": keep-alive\n\n"] * 6), *sse_data(ERROR_EVENT)]
+    fake = FakeProvider().then(Reply(events=frames, event_delay=0.1), ok_stream())
+    stack = await make_stack(fake)
+    started = time.monotonic()
+    resp = await stack.client.post(
+        "/v1/chat/completions", json=openai_chat(8, model="gpt-4o", stream=True)
+    )
+    head_after = time.monotonic() - started
+    body = await resp.read()
+    assert resp.status == 200 and len(fake.requests) == 1
+    assert head_after < 0.5 < time.monotonic() - started
+    assert body.startswith(sse_data(ROLE)[0]) and b"maximum context length" in body
+    assert "x-trimgate-reason" not in resp.headers
 
 
 async def test_a_responses_stream_failing_after_lifecycle_events_is_retried(

@@ -14,6 +14,7 @@ Rules of this module:
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from dataclasses import dataclass
@@ -40,6 +41,10 @@ ERROR_BODY_LIMIT = 256 * 1024  # an error body read whole to recognise an overfl
 # A 200 stream is held until its first event with output, at most this many bytes (the
 # Responses API's lifecycle events echo instructions and tools: they can be large).
 STREAM_HOLD_LIMIT = 1024 * 1024
+# ... and at most this long: a model that thinks for minutes before its first output
+# (keep-alive comments only) must not hold the answer's head back from the client, nor
+# let an idle timeout between it and trimgate fire. Overflows come well within it.
+STREAM_HOLD_SECONDS = 15.0
 SMALL_JSON_LIMIT = 64 * 1024  # a 200 JSON answer of known length up to this is read whole
 _CHOICE_ERROR = re.compile(rb'"finish_reason"\s*:\s*"error"')
 _EVENT_SEPARATORS = (b"\r\n\r\n", b"\n\n", b"\r\r")
@@ -125,8 +130,22 @@ async def _sniff_stream(
 ) -> tuple[bytes, Overflow | None, bool]:
     """Hold a 200 stream's events until the first one with output (a role-only opener,
     lifecycle events and comments are held with it), checking each complete event for an
-    overflow; past ``STREAM_HOLD_LIMIT`` bytes without output, the stream is relayed."""
+    overflow; past ``STREAM_HOLD_LIMIT`` bytes or ``STREAM_HOLD_SECONDS`` without output,
+    the stream is relayed."""
     buf = bytearray()
+    hold = asyncio.timeout(STREAM_HOLD_SECONDS)  # one timer for the whole hold
+    try:
+        async with hold:
+            return await _hold_stream(codec, resp, patterns, buf)
+    except TimeoutError:
+        if not hold.expired():
+            raise  # the upstream's own read timeout
+        return bytes(buf), None, False  # cancelled in a read: what was read is in buf
+
+
+async def _hold_stream(
+    codec: Codec, resp: up.Answer, patterns: Patterns, buf: bytearray
+) -> tuple[bytes, Overflow | None, bool]:
     scanned = 0  # the start of the first event not yet judged
     while len(buf) <= STREAM_HOLD_LIMIT:
         chunk = await resp.readany()
