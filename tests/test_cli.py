@@ -56,6 +56,7 @@ def test_check_config_names_every_problem_by_key_path(tmp_path: Path) -> None:
     f.write_text(
         "upstreams:\n"
         "  groq: {provider: openai, base_url: 'not a url'}\n"
+        f"  long: {{provider: openai, base_url: 'https://{'a' * 64}.example'}}\n"
         "trimming:\n"
         "  mode: loud\n"
         "  reactive: {max_retries: 3, bogus: 1}\n"
@@ -65,10 +66,11 @@ def test_check_config_names_every_problem_by_key_path(tmp_path: Path) -> None:
     assert out.returncode == 2
     lines = out.stderr.decode().strip().splitlines()
     assert "upstreams.groq.base_url: not a URL" in lines
+    assert "upstreams.long.base_url: not a host name: a label is empty or over 63 bytes" in lines
     assert any(line.startswith("trimming.mode:") for line in lines)
     assert "trimming.reactive.bogus: unknown key" in lines
     assert "serverr: unknown key" in lines
-    assert len(lines) == 4
+    assert len(lines) == 5
 
 
 def test_check_config_bad_yaml_and_missing_file(tmp_path: Path) -> None:

@@ -108,6 +108,10 @@ class UpstreamConfig(_Strict):
             raise ValueError("not a URL")
         if parts.query or parts.fragment:
             raise ValueError("must not carry a query or fragment")
+        try:
+            parts.hostname.encode("idna")  # what the connection will need of it
+        except UnicodeError:
+            raise ValueError("not a host name: a label is empty or over 63 bytes") from None
         return value.rstrip("/")
 
     @field_validator("prefix")
