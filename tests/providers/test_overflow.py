@@ -592,6 +592,18 @@ def test_error_inside_a_choice_with_status_200() -> None:
         "token数量超过上限。对话历史+问题的字数太多，需要精简输入",
         "输入长度超过模型最大上下文长度",
         "Prompt超长",
+        # a prompt-side subject "too long" or with "too many tokens" needs no stated limit
+        "Prompt too long",
+        "Input too long for model llama3-70b",
+        "invalid_request_error: too many tokens in prompt",
+        "Too many input tokens. Max input tokens: 8192, request input token count: 9000",
+        # comparisons and "only supports up to"
+        "prompt_tokens 9000 > max_input_tokens 8192",
+        "Your prompt has 9000 tokens but the model only supports up to 8192 tokens",
+        "The number of tokens in the prompt (9000) is more than the model supports (8192)",
+        "Token count 9000 exceeds model capacity of 8192",
+        "input tokens over limit",
+        "n_ctx exceeded",
     ],
 )
 def test_generic_rule_recognises_unlisted_wordings(message: str) -> None:
@@ -621,6 +633,11 @@ def test_generic_rule_recognises_unlisted_wordings(message: str) -> None:
         "(Client.Timeout exceeded while awaiting headers)",
         "Token limit exceeded for the day",
         "max_total_tokens (100000794) must be less than or equal to max_seq_len (32768)",
+        "Too many tokens requested in a short time, please slow down",
+        "system prompt exceeds the maximum of 10000 characters",
+        "This endpoint only supports up to 4 images per request",
+        "The model only supports up to 128 tools",
+        "This model supports at most 256000 completion tokens.",
         # Chinese quota, balance, rate, concurrency, auth, safety, output and media wordings
         "授权错误：日流控超限。超过当日最大访问量的限制",
         "授权错误：秒级流控超限。秒级并发超过授权路数限制",

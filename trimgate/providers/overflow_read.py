@@ -17,6 +17,7 @@ from trimgate.providers.overflow_wordings import (
     _GEN_EXCLUDE_RE,
     _GEN_LIMIT_RE,
     _GEN_SUBJECT_RE,
+    _GEN_TOO_LONG_RE,
     _GEN_ZH_EXCESS_RE,
     _GEN_ZH_EXCLUDE_RE,
     _GEN_ZH_SUBJECT_RE,
@@ -281,7 +282,7 @@ def _generic(text: str) -> bool:
             and _GEN_ZH_SUBJECT_RE.search(text) is not None
             and _GEN_ZH_EXCLUDE_RE.search(text) is None
         )
-    if _GEN_CONTEXT_RE.search(text) is not None:
+    if _GEN_CONTEXT_RE.search(text) is not None or _GEN_TOO_LONG_RE.search(text) is not None:
         return True
     return _GEN_SUBJECT_RE.search(text) is not None and _GEN_LIMIT_RE.search(text) is not None
 

@@ -267,6 +267,11 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
     ),
     # vLLM (older): max_tokens defaulted to max_model_len - prompt_tokens went negative
     _p(r"max_tokens must be at least 1, got -\d+"),
+    # Vertex AI (Gemini): its own sentence for the input limit
+    _p(
+        r"input token count is (?P<real>{N}) but (?:the )?model only supports up to"
+        r" (?P<max>{N})"
+    ),
     # TabbyAPI (exllamav2/v3 backends)
     _p(r"prompt length (?P<real>{N}) exceeds the available context size of (?P<max>{N}) tokens"),
     _p(r"prompt length (?P<real>{N}) is greater than max_seq_len (?P<max>{N})"),
@@ -290,12 +295,23 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
 # The generic rule (``_generic``): vocabulary for wordings no pattern lists.
 _GEN_CONTEXT_RE: Final = _p(
     r"\bcontext(?:[ _-]?(?:window|length|size|limit))?\b|\bmax_?seq_?len\b|\bsequence length\b"
+    r"|\bn_ctx\b"
 )
-_GEN_SUBJECT_RE: Final = _p(r"\b(?:prompt|input|tokens?)\b")
-_GEN_LIMIT_RE: Final = _p(r"\b(?:max|maximum|limit|length|window|size|allowed)\b")
+_GEN_SUBJECT_RE: Final = _p(r"\b(?:prompt|input|tokens?)\b|\b(?:prompt|input)_tokens\b")
+_GEN_LIMIT_RE: Final = _p(
+    r"\b(?:max|maximum|limit|length|window|size|allowed|permitted|capacity|supports?)\b"
+    r"|\bmax_(?:input|prompt|context|model)"
+)
 _GEN_EXCESS_RE: Final = _p(
-    r"exceed|too (?:long|large|big|many tokens)|longer than|greater than|more than|larger than"
-    r"|must be (?:less|smaller|at most|<)|over the (?:limit|maximum)|is full\b|overflow"
+    r"exceed|too (?:long|large|big)|too many (?:\w+ )?tokens|longer than|greater than|more than"
+    r"|larger than|must be (?:less|smaller|at most|<)|\bover (?:the )?(?:limit|maximum|max)\b"
+    r"|is full\b|overflow|\d ?> ?(?:[a-z_]+ )?\d"
+    r"|\bonly (?:supports?|allows?|accepts?)\b|\bsupports? (?:up to|at most)\b"
+)
+# A prompt-side subject that is "too long" (or has too many tokens) needs no stated limit.
+_GEN_TOO_LONG_RE: Final = _p(
+    r"\b(?:prompt|input|conversation|history)\b.{0,40}?\btoo (?:long|big|large)\b"
+    r"|too many (?:\w+ )?tokens"
 )
 # Output limits, byte or media sizes, request shapes: never a prompt that fits after a trim.
 _GEN_EXCLUDE_RE: Final = _p(
@@ -307,6 +323,9 @@ _GEN_EXCLUDE_RE: Final = _p(
     # time limits ("context deadline exceeded" of Go servers) and per-period quotas
     r"|deadline|time ?out|timed out|\b(?:daily|hourly|monthly|today)\b"
     r"|\b(?:for|per|this|each) (?:the )?(?:day|hour|month|minute)\b"
+    r"|slow down|short (?:period|time)|try again (?:later|in\b)|retry after"
+    # a field's character limit (a system prompt, a tool description), not the token window
+    r"|\d[\d,]* (?:characters?|chars)\b"
 )
 # The generic rule for Chinese wordings (DashScope, Qianfan, Spark, Zhipu, relays such as
 # one-api / new-api): a prompt-side subject (上下文 context, 输入 input, 提示 prompt, 对话
