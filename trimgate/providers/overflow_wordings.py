@@ -286,6 +286,13 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
         r"prompt length \((?P<real>{N})\) exceeds (?:the )?maximum (?:input|sequence) length"
         r" \((?P<max>{N})\)"
     ),
+    # LMDeploy (api_server, OpenAI and Anthropic endpoints)
+    _p(
+        r"input length \((?P<real>{N})\) must be smaller than the model context length"
+        r" \((?P<max>{N})\)"
+    ),
+    # mistral.rs (the window only)
+    _p(r"prompt sequence length is greater than (?P<max>{N})"),
     # LM Studio (older servers)
     _p(r"input length (?P<real>{N}) exceeds (?:the )?context length (?P<max>{N})"),
     # llama-cpp-python (the library's ValueError, relayed by servers built on it)
