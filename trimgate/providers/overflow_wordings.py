@@ -255,8 +255,8 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
     _p(r"request body too large for .{0,120}? model\. max size: (?P<max>{N}) tokens"),
     # Cohere (the total counts the prompt and the prediction)
     _p(
-        r"too many tokens: total number of tokens(?: \(prompt and prediction\))? cannot exceed"
-        r" (?P<max>{N}) - received (?P<total>{N})"
+        r"too many tokens: total number of tokens(?: \(prompt and prediction\)| in the prompt)?"
+        r" cannot exceed (?P<max>{N}) - received (?P<total>{N})"
     ),
     # Volcengine Ark (Doubao and hosted models): images and text together
     _p(r"total tokens of image and text exceed max message tokens"),
@@ -322,7 +322,7 @@ _GEN_TOO_LONG_RE: Final = _p(
 )
 # Output limits, byte or media sizes, request shapes: never a prompt that fits after a trim.
 _GEN_EXCLUDE_RE: Final = _p(
-    r"max_(?:new_|completion_|output_|total_)?tokens|max_length|output tokens?|completion tokens?"
+    r"max_(?:new_|completion_|output_|total_)?tokens|max tokens|max(?:imum)? output|max_length|output tokens?|completion tokens?"
     r"|maximum tokens you requested|generat"
     r"|\bbytes?\b|\b[kmg]i?b\b|megabytes|image|audio|video|file|attachment|document|pdf"
     r"|payload|request body|body size|string too long|expected a string|array too long"
