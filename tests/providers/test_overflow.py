@@ -604,6 +604,9 @@ def test_error_inside_a_choice_with_status_200() -> None:
         "Token count 9000 exceeds model capacity of 8192",
         "input tokens over limit",
         "n_ctx exceeded",
+        "Tokens in request more than max tokens allowed",
+        "Input Tokens Exceeded: Number of input tokens exceeds maximum length.",  # Nova (Bedrock)
+        "Prompt exceeds the maximum allowed input length of 131,072 tokens",
     ],
 )
 def test_generic_rule_recognises_unlisted_wordings(message: str) -> None:
@@ -700,6 +703,11 @@ def test_generic_rule_never_fires_on_look_alikes(message: str) -> None:
             Overflow(5056, 2048),
         ),
         ("Requested tokens (5136) exceed context window of 4096", Overflow(5136, 4096)),
+        (  # Cloudflare Workers AI: the estimate includes the output reservation, so no count
+            "AiError: The estimated number of input and maximum output tokens (139467) exceeded "
+            "this model context window limit (24000).",
+            Overflow(None, None),
+        ),
     ],
 )
 def test_counts_of_new_wordings(message: str, expected: Overflow) -> None:

@@ -272,6 +272,8 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
         r"input token count is (?P<real>{N}) but (?:the )?model only supports up to"
         r" (?P<max>{N})"
     ),
+    # Cloudflare Workers AI: the estimate counts the output reservation too, so no count is read
+    _p(r"exceeded this model context window limit"),
     # TabbyAPI (exllamav2/v3 backends)
     _p(r"prompt length (?P<real>{N}) exceeds the available context size of (?P<max>{N}) tokens"),
     _p(r"prompt length (?P<real>{N}) is greater than max_seq_len (?P<max>{N})"),
@@ -322,7 +324,8 @@ _GEN_TOO_LONG_RE: Final = _p(
 )
 # Output limits, byte or media sizes, request shapes: never a prompt that fits after a trim.
 _GEN_EXCLUDE_RE: Final = _p(
-    r"max_(?:new_|completion_|output_|total_)?tokens|max tokens|max(?:imum)? output|max_length|output tokens?|completion tokens?"
+    r"max_(?:new_|completion_|output_|total_)?tokens|max tokens (?:must|should|cannot|is|are)\b"
+    r"|max(?:imum)? output|max_length|output tokens?|completion tokens?"
     r"|maximum tokens you requested|generat"
     r"|\bbytes?\b|\b[kmg]i?b\b|megabytes|image|audio|video|file|attachment|document|pdf"
     r"|payload|request body|body size|string too long|expected a string|array too long"
