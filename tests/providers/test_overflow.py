@@ -641,6 +641,11 @@ def test_generic_rule_recognises_unlisted_wordings(message: str) -> None:
         "This endpoint only supports up to 4 images per request",
         "The model only supports up to 128 tools",
         "This model supports at most 256000 completion tokens.",
+        "too many tokens: max tokens must be less than or equal to 4096, the maximum output for "
+        "this model - received 8192.",
+        "Input field 'user' too long",
+        "metadata.user_id: input too long",
+        "The input JSON is too large; maximum size 10MB",
         # Chinese quota, balance, rate, concurrency, auth, safety, output and media wordings
         "授权错误：日流控超限。超过当日最大访问量的限制",
         "授权错误：秒级流控超限。秒级并发超过授权路数限制",

@@ -327,15 +327,16 @@ _GEN_EXCLUDE_RE: Final = _p(
     r"max_(?:new_|completion_|output_|total_)?tokens|max tokens (?:must|should|cannot|is|are)\b"
     r"|max(?:imum)? output|max_length|output tokens?|completion tokens?"
     r"|maximum tokens you requested|generat"
-    r"|\bbytes?\b|\b[kmg]i?b\b|megabytes|image|audio|video|file|attachment|document|pdf"
+    r"|\bbytes?\b|\b[kmg]i?b\b|\d ?[kmg]i?b\b|megabytes|\bjson\b"
+    r"|image|audio|video|file|attachment|document|pdf"
     r"|payload|request body|body size|string too long|expected a string|array too long"
     r"|\bitems?\b|\btools?\b|function|schema|stop sequences?|\bn\b must|embedding|\bbatch\b"
     # time limits ("context deadline exceeded" of Go servers) and per-period quotas
     r"|deadline|time ?out|timed out|\b(?:daily|hourly|monthly|today)\b"
     r"|\b(?:for|per|this|each) (?:the )?(?:day|hour|month|minute)\b"
     r"|slow down|short (?:period|time)|try again (?:later|in\b)|retry after"
-    # a field's character limit (a system prompt, a tool description), not the token window
-    r"|\d[\d,]* (?:characters?|chars)\b"
+    # a field's own limit (a system prompt's characters, metadata, a description), not the window
+    r"|\d[\d,]* (?:characters?|chars)\b|\bfields?\b|metadata|\bdescriptions?\b"
 )
 # The generic rule for Chinese wordings (DashScope, Qianfan, Spark, Zhipu, relays such as
 # one-api / new-api): a prompt-side subject (上下文 context, 输入 input, 提示 prompt, 对话
