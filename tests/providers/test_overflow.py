@@ -8,6 +8,7 @@ its transport uses; every JSON body also runs as the first ``event: error`` of a
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -313,6 +314,13 @@ def test_context_size_exceeded_needs_a_client_error_status() -> None:
         b'"type":"server_error"}}\n\n'
     )
     assert detect_stream_overflow(event, wire_format="openai") is None
+    # llama.cpp's "no KV slot" wording is read the same way (a 500 when the pool is full).
+    kv = (
+        b'{"error":{"message":"input prompt is too big compared to KV size.'
+        b' please increase KV size"}}'
+    )
+    assert detect_overflow(400, kv, wire_format="openai") == Overflow(None, None)
+    assert detect_overflow(500, kv, wire_format="openai") is None
 
 
 @pytest.mark.parametrize(
@@ -576,8 +584,29 @@ def test_error_inside_a_choice_with_status_200() -> None:
     "message",
     [
         "Number of tokens (2662) exceeded maximum context length (512).",  # ctransformers
-        "Input length 1581 exceeds context length 1500",  # LM Studio (older)
         "Your prompt is longer than the model's context window",
+        "Request input tokens exceed model token limit. Reduce the input size.",
+        "Provider context length exceeded",
+        "too many tokens: size limit exceeded by 1502 tokens. Try using shorter or fewer inputs.",
+        # Chinese: iFlytek Spark 10907, and wordings of the same family
+        "token数量超过上限。对话历史+问题的字数太多，需要精简输入",
+        "输入长度超过模型最大上下文长度",
+        "Prompt超长",
+        # a prompt-side subject "too long" or with "too many tokens" needs no stated limit
+        "Prompt too long",
+        "Input too long for model llama3-70b",
+        "invalid_request_error: too many tokens in prompt",
+        "Too many input tokens. Max input tokens: 8192, request input token count: 9000",
+        # comparisons and "only supports up to"
+        "prompt_tokens 9000 > max_input_tokens 8192",
+        "Your prompt has 9000 tokens but the model only supports up to 8192 tokens",
+        "The number of tokens in the prompt (9000) is more than the model supports (8192)",
+        "Token count 9000 exceeds model capacity of 8192",
+        "input tokens over limit",
+        "n_ctx exceeded",
+        "Tokens in request more than max tokens allowed",
+        "Input Tokens Exceeded: Number of input tokens exceeds maximum length.",  # Nova (Bedrock)
+        "Prompt exceeds the maximum allowed input length of 131,072 tokens",
     ],
 )
 def test_generic_rule_recognises_unlisted_wordings(message: str) -> None:
@@ -602,6 +631,31 @@ def test_generic_rule_recognises_unlisted_wordings(message: str) -> None:
         "image exceeds 5 MB maximum: 7340032 bytes > 5242880 bytes",
         "max_tokens must be less than or equal to 16384, the maximum value for max_tokens is less "
         "than the context_window for this model",
+        # Go relays' client timeouts and per-period token quotas
+        'Post "https://api.openai.com/v1/chat/completions": context deadline exceeded '
+        "(Client.Timeout exceeded while awaiting headers)",
+        "Token limit exceeded for the day",
+        "max_total_tokens (100000794) must be less than or equal to max_seq_len (32768)",
+        "Too many tokens requested in a short time, please slow down",
+        "system prompt exceeds the maximum of 10000 characters",
+        "This endpoint only supports up to 4 images per request",
+        "The model only supports up to 128 tools",
+        "This model supports at most 256000 completion tokens.",
+        "too many tokens: max tokens must be less than or equal to 4096, the maximum output for "
+        "this model - received 8192.",
+        "Input field 'user' too long",
+        "metadata.user_id: input too long",
+        "The input JSON is too large; maximum size 10MB",
+        # Chinese quota, balance, rate, concurrency, auth, safety, output and media wordings
+        "授权错误：日流控超限。超过当日最大访问量的限制",
+        "授权错误：秒级流控超限。秒级并发超过授权路数限制",
+        "该令牌额度已用尽",
+        "用户额度不足, 剩余额度: ＄0.000000",
+        "请求频率超过限制，请稍后再试",
+        "输出内容涉及敏感信息，审核不通过",
+        "图片大小超过限制",
+        "输出长度超过模型限制",
+        "文件大小超过限制",
     ],
 )
 def test_generic_rule_never_fires_on_look_alikes(message: str) -> None:
@@ -637,10 +691,79 @@ def test_generic_rule_never_fires_on_look_alikes(message: str) -> None:
             "32000 tokens for the completion.",
             Overflow(230462, 230144),
         ),
+        ("Input length 1581 exceeds context length 1500", Overflow(1581, 1500)),  # LM Studio
+        (  # TabbyAPI
+            "Prompt length 4097 exceeds the available context size of 4096 tokens",
+            Overflow(4097, 4096),
+        ),
+        ("Prompt length 9 is greater than max_seq_len 8", Overflow(9, 8)),  # TabbyAPI
+        (  # TensorRT-LLM: counts printed as floats
+            "The sum of prompt length (72417.0), query length (0) should not exceed "
+            "max_num_tokens (69632)",
+            Overflow(72417, 69632),
+        ),
+        (  # Triton's TensorRT-LLM backend
+            "Cannot process new request: Prompt length (5056) exceeds maximum sequence length "
+            "(2048)",
+            Overflow(5056, 2048),
+        ),
+        ("Requested tokens (5136) exceed context window of 4096", Overflow(5136, 4096)),
+        (  # Cloudflare Workers AI: the estimate includes the output reservation, so no count
+            "AiError: The estimated number of input and maximum output tokens (139467) exceeded "
+            "this model context window limit (24000).",
+            Overflow(None, None),
+        ),
     ],
 )
 def test_counts_of_new_wordings(message: str, expected: Overflow) -> None:
     assert detect_overflow(400, _error_body(message), wire_format="openai") == expected
+
+
+def test_chinese_wordings_read_raw_or_escaped() -> None:
+    message = "token数量超过上限。对话历史+问题的字数太多，需要精简输入"
+    raw = orjson.dumps({"error": {"message": message, "code": "10907"}})
+    escaped = json.dumps({"error": {"message": message, "code": "10907"}}).encode()
+    assert b"\\u" in escaped and "超".encode() not in escaped
+    for body in (raw, escaped):
+        assert detect_overflow(400, body, wire_format="openai") == Overflow(None, None)
+        assert detect_overflow(500, body, wire_format="openai") is None
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "Input token length too long",
+        "token数量超过上限。对话历史+问题的字数太多，需要精简输入",
+        "Prompt length 4097 exceeds the available context size of 4096 tokens",
+        "The sum of prompt length (9351.0), query length (0) should not exceed "
+        "max_num_tokens (8192)",
+    ],
+)
+def test_new_wordings_in_every_stream_shape(message: str) -> None:
+    error = {"message": message, "type": "invalid_request_error"}
+    openai_later = ROLE_CHUNK + b"data: " + orjson.dumps({"error": error}) + b"\n\n"
+    anthropic = (
+        b"event: message_start\n"
+        b'data: {"type":"message_start","message":{"id":"m","content":[]}}\n\n'
+        b"event: error\ndata: " + orjson.dumps({"type": "error", "error": error}) + b"\n\n"
+    )
+    responses = (
+        b"event: response.created\n"
+        b'data: {"type":"response.created","response":{"id":"r","status":"in_progress"}}\n\n'
+        b"event: response.failed\ndata: "
+        + orjson.dumps({"type": "response.failed", "response": {"id": "r", "error": error}})
+        + b"\n\n"
+    )
+    gemini = b"data: " + orjson.dumps({"error": {"code": 400, "message": message}}) + b"\n\n"
+    choice = {"choices": [{"index": 0, "finish_reason": "error", "error": error}]}
+    for head in (openai_later, anthropic, responses, gemini):
+        found = detect_stream_overflow(head, wire_format="openai")
+        assert found is not None, head
+    assert detect_overflow(200, orjson.dumps(choice), wire_format="openai") is not None
+    # The same words after output has started are not read.
+    assert (
+        detect_stream_overflow(ROLE_CHUNK + TEXT_CHUNK + openai_later, wire_format="openai") is None
+    )
 
 
 # --------------------------------------------------------------------------- own patterns

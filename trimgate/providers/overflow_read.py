@@ -17,6 +17,10 @@ from trimgate.providers.overflow_wordings import (
     _GEN_EXCLUDE_RE,
     _GEN_LIMIT_RE,
     _GEN_SUBJECT_RE,
+    _GEN_TOO_LONG_RE,
+    _GEN_ZH_EXCESS_RE,
+    _GEN_ZH_EXCLUDE_RE,
+    _GEN_ZH_SUBJECT_RE,
     _GENERIC_STATUSES,
     _HINTS,
     _NEST_KEYS,
@@ -268,10 +272,17 @@ def _generic(text: str) -> bool:
     prompt or the context (``context``, ``prompt``, ``input``, ``tokens``...) and an
     excess (``exceed``, ``too long``, ``longer than``...), and says nothing of an
     output limit, a byte or media size, or content safety. Rate, quota, billing and
-    auth wordings never get here."""
-    if _GEN_EXCLUDE_RE.search(text) is not None or _GEN_EXCESS_RE.search(text) is None:
+    auth wordings never get here. Chinese wordings are judged on their own vocabulary
+    (``_GEN_ZH_*``)."""
+    if _GEN_EXCLUDE_RE.search(text) is not None:
         return False
-    if _GEN_CONTEXT_RE.search(text) is not None:
+    if _GEN_EXCESS_RE.search(text) is None:
+        return (
+            _GEN_ZH_EXCESS_RE.search(text) is not None
+            and _GEN_ZH_SUBJECT_RE.search(text) is not None
+            and _GEN_ZH_EXCLUDE_RE.search(text) is None
+        )
+    if _GEN_CONTEXT_RE.search(text) is not None or _GEN_TOO_LONG_RE.search(text) is not None:
         return True
     return _GEN_SUBJECT_RE.search(text) is not None and _GEN_LIMIT_RE.search(text) is not None
 

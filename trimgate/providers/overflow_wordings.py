@@ -25,6 +25,17 @@ _HINTS: Final = (
     b"length",
     b"does not fit",
     b"max_tokens",
+    b"too big",
+    b"greater than",
+    b"longer than",
+    # Chinese wordings: "超" (exceed, as in 超过/超出/超长/超限), "过长"/"太长" (too long),
+    # raw UTF-8 or as the JSON escapes an ASCII-only encoder writes.
+    "超".encode(),
+    "过长".encode(),
+    "太长".encode(),
+    b"\\u8d85",
+    b"\\u8fc7\\u957f",
+    b"\\u592a\\u957f",
 )
 
 # Statuses that are never an overflow, as HTTP status or as a code inside the body.
@@ -244,8 +255,8 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
     _p(r"request body too large for .{0,120}? model\. max size: (?P<max>{N}) tokens"),
     # Cohere (the total counts the prompt and the prediction)
     _p(
-        r"too many tokens: total number of tokens(?: \(prompt and prediction\))? cannot exceed"
-        r" (?P<max>{N}) - received (?P<total>{N})"
+        r"too many tokens: total number of tokens(?: \(prompt and prediction\)| in the prompt)?"
+        r" cannot exceed (?P<max>{N}) - received (?P<total>{N})"
     ),
     # Volcengine Ark (Doubao and hosted models): images and text together
     _p(r"total tokens of image and text exceed max message tokens"),
@@ -256,25 +267,86 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
     ),
     # vLLM (older): max_tokens defaulted to max_model_len - prompt_tokens went negative
     _p(r"max_tokens must be at least 1, got -\d+"),
+    # Vertex AI (Gemini): its own sentence for the input limit
+    _p(
+        r"input token count is (?P<real>{N}) but (?:the )?model only supports up to"
+        r" (?P<max>{N})"
+    ),
+    # Cloudflare Workers AI: the estimate counts the output reservation too, so no count is read
+    _p(r"exceeded this model context window limit"),
+    # TabbyAPI (exllamav2/v3 backends)
+    _p(r"prompt length (?P<real>{N}) exceeds the available context size of (?P<max>{N}) tokens"),
+    _p(r"prompt length (?P<real>{N}) is greater than max_seq_len (?P<max>{N})"),
+    # TensorRT-LLM (trtllm-serve; counts printed as floats): the per-request token budget,
+    # which only the prompt fills
+    _p(
+        r"sum of prompt length \((?P<real>{N})(?:\.0+)?\),? query length \(\d+(?:\.0+)?\)"
+        r" should not exceed max_num_tokens \((?P<max>{N})\)"
+    ),
+    # Triton's TensorRT-LLM backend
+    _p(
+        r"prompt length \((?P<real>{N})\) exceeds (?:the )?maximum (?:input|sequence) length"
+        r" \((?P<max>{N})\)"
+    ),
+    # LMDeploy (api_server, OpenAI and Anthropic endpoints)
+    _p(
+        r"input length \((?P<real>{N})\) must be smaller than the model context length"
+        r" \((?P<max>{N})\)"
+    ),
+    # mistral.rs (the window only)
+    _p(r"prompt sequence length is greater than (?P<max>{N})"),
+    # LM Studio (older servers)
+    _p(r"input length (?P<real>{N}) exceeds (?:the )?context length (?P<max>{N})"),
+    # llama-cpp-python (the library's ValueError, relayed by servers built on it)
+    _p(r"requested tokens \((?P<real>{N})\) exceed context window of (?P<max>{N})"),
 )
 
 # The generic rule (``_generic``): vocabulary for wordings no pattern lists.
 _GEN_CONTEXT_RE: Final = _p(
     r"\bcontext(?:[ _-]?(?:window|length|size|limit))?\b|\bmax_?seq_?len\b|\bsequence length\b"
+    r"|\bn_ctx\b"
 )
-_GEN_SUBJECT_RE: Final = _p(r"\b(?:prompt|input|tokens?)\b")
-_GEN_LIMIT_RE: Final = _p(r"\b(?:max|maximum|limit|length|window|size|allowed)\b")
+_GEN_SUBJECT_RE: Final = _p(r"\b(?:prompt|input|tokens?)\b|\b(?:prompt|input)_tokens\b")
+_GEN_LIMIT_RE: Final = _p(
+    r"\b(?:max|maximum|limit|length|window|size|allowed|permitted|capacity|supports?)\b"
+    r"|\bmax_(?:input|prompt|context|model)"
+)
 _GEN_EXCESS_RE: Final = _p(
-    r"exceed|too (?:long|large|big|many tokens)|longer than|greater than|more than|larger than"
-    r"|must be (?:less|smaller|at most|<)|over the (?:limit|maximum)|is full\b|overflow"
+    r"exceed|too (?:long|large|big)|too many (?:\w+ )?tokens|longer than|greater than|more than"
+    r"|larger than|must be (?:less|smaller|at most|<)|\bover (?:the )?(?:limit|maximum|max)\b"
+    r"|is full\b|overflow|\d ?> ?(?:[a-z_]+ )?\d"
+    r"|\bonly (?:supports?|allows?|accepts?)\b|\bsupports? (?:up to|at most)\b"
+)
+# A prompt-side subject that is "too long" (or has too many tokens) needs no stated limit.
+_GEN_TOO_LONG_RE: Final = _p(
+    r"\b(?:prompt|input|conversation|history)\b.{0,40}?\btoo (?:long|big|large)\b"
+    r"|too many (?:\w+ )?tokens"
 )
 # Output limits, byte or media sizes, request shapes: never a prompt that fits after a trim.
 _GEN_EXCLUDE_RE: Final = _p(
-    r"max_(?:new_|completion_|output_)?tokens|max_length|output tokens?|completion tokens?"
+    r"max_(?:new_|completion_|output_|total_)?tokens|max tokens (?:must|should|cannot|is|are)\b"
+    r"|max(?:imum)? output|max_length|output tokens?|completion tokens?"
     r"|maximum tokens you requested|generat"
-    r"|\bbytes?\b|\b[kmg]i?b\b|megabytes|image|audio|video|file|attachment|document|pdf"
+    r"|\bbytes?\b|\b[kmg]i?b\b|\d ?[kmg]i?b\b|megabytes|\bjson\b"
+    r"|image|audio|video|file|attachment|document|pdf"
     r"|payload|request body|body size|string too long|expected a string|array too long"
     r"|\bitems?\b|\btools?\b|function|schema|stop sequences?|\bn\b must|embedding|\bbatch\b"
+    # time limits ("context deadline exceeded" of Go servers) and per-period quotas
+    r"|deadline|time ?out|timed out|\b(?:daily|hourly|monthly|today)\b"
+    r"|\b(?:for|per|this|each) (?:the )?(?:day|hour|month|minute)\b"
+    r"|slow down|short (?:period|time)|try again (?:later|in\b)|retry after"
+    # a field's own limit (a system prompt's characters, metadata, a description), not the window
+    r"|\d[\d,]* (?:characters?|chars)\b|\bfields?\b|metadata|\bdescriptions?\b"
+)
+# The generic rule for Chinese wordings (DashScope, Qianfan, Spark, Zhipu, relays such as
+# one-api / new-api): a prompt-side subject (上下文 context, 输入 input, 提示 prompt, 对话
+# conversation, 消息 messages, 长度 length, 字数 characters, token) and an excess (超过 / 超出
+# exceed, 超长 / 过长 / 太长 too long, 超限 over the limit, 太多 too many). Output, media and
+# size wordings never qualify; quota, rate, auth and safety words are in ``_NEVER_WORDS``.
+_GEN_ZH_EXCESS_RE: Final = _p(r"超过|超出|超长|超限|过长|太长|太多")
+_GEN_ZH_SUBJECT_RE: Final = _p(r"上下文|输入|提示|对话|消息|长度|字数|token|prompt")
+_GEN_ZH_EXCLUDE_RE: Final = _p(
+    r"输出|生成|回复|回答|图片|图像|音频|视频|文件|附件|字节|大小|体积|请求体|批量|数组|工具|函数"
 )
 # Words of errors that are never overflows, whatever else they say: billing, auth and
 # content safety (rate limits and quotas are ``_RATE_RE``). Plain substrings of the
@@ -317,6 +389,28 @@ _NEVER_WORDS: Final = (
     "violat",
     "please wait",
     "wait before",
+    # the same in Chinese: quota, balance, arrears, top-up, rate and concurrency limits,
+    # authorisation, keys, sensitive content, violations, moderation
+    "额度",
+    "余额",
+    "配额",
+    "欠费",
+    "充值",
+    "限流",
+    "流控",
+    "频率",
+    "频繁",
+    "并发",
+    "每分钟",
+    "访问量",
+    "授权",
+    "鉴权",
+    "认证",
+    "密钥",
+    "敏感",
+    "违规",
+    "审核",
+    "风控",
 )
 # ``_RATE_RE`` runs only on a message holding one of these (it is a long alternation too).
 _RATE_HINTS: Final = (
@@ -338,7 +432,11 @@ _GENERIC_STATUSES: Final = frozenset({200, 400, 413, 422})
 
 # llama.cpp and LM Studio also say this when the shared KV pool runs out or generation
 # fills the window (a 500 server_error, also mid-stream); only a 4xx means the prompt.
-_CTX_SIZE_RE: Final = _p(r"context size has been exceeded")
+# The same holds for their "input prompt is too big compared to KV size" (llama.cpp and its
+# forks, llama-box): a 500 when a decode finds no KV slot, whoever filled the pool.
+_CTX_SIZE_RE: Final = _p(
+    r"context size has been exceeded|input prompt is too big compared to kv size"
+)
 
 # --------------------------------------------------------------------------- JSON keys
 
