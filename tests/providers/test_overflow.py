@@ -305,22 +305,54 @@ def test_structured_counts_fill_in_a_bare_message() -> None:
     assert detect_overflow(400, body, wire_format="openai") == Overflow(9, 8)
 
 
-def test_context_size_exceeded_needs_a_client_error_status() -> None:
+def test_context_size_exceeded_and_the_kv_wording_by_status() -> None:
+    # llama.cpp's "Context size has been exceeded": a 4xx, or the 500 an over-large
+    # request gets when its decode finds no room (also as a stream's first event)
     body = b'{"error": "Context size has been exceeded."}'
     assert detect_overflow(400, body, wire_format="openai") == Overflow(None, None)
-    assert detect_overflow(500, body, wire_format="openai") is None
+    assert detect_overflow(500, body, wire_format="openai") == Overflow(None, None)
+    assert detect_overflow(503, body, wire_format="openai") is None
     event = (
         b'data: {"error":{"code":500,"message":"Context size has been exceeded.",'
         b'"type":"server_error"}}\n\n'
     )
-    assert detect_stream_overflow(event, wire_format="openai") is None
-    # llama.cpp's "no KV slot" wording is read the same way (a 500 when the pool is full).
+    assert detect_stream_overflow(event, wire_format="openai") == Overflow(None, None)
+    # its "no KV slot" wording means the prompt on a 4xx only: a 500 when the shared
+    # pool is full, whoever filled it
     kv = (
         b'{"error":{"message":"input prompt is too big compared to KV size.'
         b' please increase KV size"}}'
     )
     assert detect_overflow(400, kv, wire_format="openai") == Overflow(None, None)
     assert detect_overflow(500, kv, wire_format="openai") is None
+
+
+def test_qianfan_native_error_at_status_200() -> None:
+    body = b'{"error_code":336103,"error_msg":"Prompt tokens too long"}'
+    assert detect_overflow(200, body, wire_format="openai") == Overflow(None, None)
+    # its other errors in the same shape are not overflows; nor is a success body
+    quota = b'{"error_code":17,"error_msg":"Open api daily request limit reached"}'
+    assert detect_overflow(200, quota, wire_format="openai") is None
+    zero = b'{"error_code":0,"error_msg":"Prompt tokens too long"}'
+    assert detect_overflow(200, zero, wire_format="openai") is None
+
+
+@pytest.mark.parametrize(
+    ("message", "expected"),
+    [
+        (
+            "Token sequence length is longer than the specified maximum sequence length for"
+            " this model (1336 > 512).",
+            Overflow(1336, 512),
+        ),
+        # two pairs, or a pair that is no excess: recognised, counts not guessed
+        ("sequence length is longer than the maximum (1336 > 512) (20 > 10)", Overflow(None, None)),
+        ("sequence length is longer than the maximum (512 > 1336)", Overflow(None, None)),
+    ],
+)
+def test_counts_stated_as_one_pair(message: str, expected: Overflow) -> None:
+    body = orjson.dumps({"error": {"message": message}})
+    assert detect_overflow(400, body, wire_format="openai") == expected
 
 
 @pytest.mark.parametrize(

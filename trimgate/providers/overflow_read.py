@@ -23,11 +23,13 @@ from trimgate.providers.overflow_wordings import (
     _GEN_ZH_SUBJECT_RE,
     _GENERIC_STATUSES,
     _HINTS,
+    _KV_SIZE_RE,
     _NEST_KEYS,
     _NEVER_CODES,
     _NEVER_STATUSES,
     _NEVER_WORDS,
     _OVERFLOW_CODES,
+    _PAIR_RE,
     _PART_RE,
     _PATTERNS,
     _PROMPT_PARTS,
@@ -157,6 +159,10 @@ def _walk_document(doc: Any, facts: _Facts, depth: int, *, error_status: bool) -
         return True
     if isinstance(doc.get("error_message"), str) and doc["error_message"]:
         # DeepInfra's {"error_type": ..., "error_message": ...}, also as a stream chunk
+        _walk_error(doc, facts, depth)
+        return True
+    if isinstance(doc.get("error_msg"), str) and doc["error_msg"] and doc.get("error_code"):
+        # Baidu Qianfan's native {"error_code": 336103, "error_msg": ...}, sent with 200
         _walk_error(doc, facts, depth)
         return True
     if error_status:
@@ -311,17 +317,29 @@ def _decide(http_status: int, facts: _Facts, patterns: Patterns = ()) -> Overflo
     status = _effective_status(http_status, facts)
     if found is None and status in _GENERIC_STATUSES and any(map(_generic, facts.texts)):
         found = Overflow(None, None)
-    if (
-        found is None
-        and 400 <= _effective_status(http_status, facts) < 500
-        and any(_CTX_SIZE_RE.search(text) for text in facts.texts)
+    if found is None and (
+        (400 <= status < 500 and any(_KV_SIZE_RE.search(text) for text in facts.texts))
+        or (400 <= status <= 500 and any(_CTX_SIZE_RE.search(text) for text in facts.texts))
     ):
         found = Overflow(None, None)
     if found is None:
         return None
-    if found.real is None and found.maximum is None and facts.counts:
-        return Overflow(facts.counts.get("n_prompt_tokens"), facts.counts.get("n_ctx"))
+    if found.real is None and found.maximum is None:
+        if facts.counts:
+            return Overflow(facts.counts.get("n_prompt_tokens"), facts.counts.get("n_ctx"))
+        return _pair(facts.texts) or found
     return found
+
+
+def _pair(texts: list[str]) -> Overflow | None:
+    """The counts of a recognised wording that states them only as one "(N > M)"."""
+    pairs = [m for text in texts for m in _PAIR_RE.finditer(text)]
+    if len(pairs) != 1:
+        return None
+    real, limit = _num(pairs[0].group("real")), _num(pairs[0].group("max"))
+    return (
+        Overflow(real, limit) if real is not None and limit is not None and real > limit else None
+    )
 
 
 def _has_hint(lowered: bytes) -> bool:

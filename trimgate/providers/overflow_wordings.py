@@ -28,6 +28,7 @@ _HINTS: Final = (
     b"too big",
     b"greater than",
     b"longer than",
+    b"cannot truncate",
     # Chinese wordings: "超" (exceed, as in 超过/超出/超长/超限), "过长"/"太长" (too long),
     # raw UTF-8 or as the JSON escapes an ASCII-only encoder writes.
     "超".encode(),
@@ -299,6 +300,8 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
     _p(r"input length (?P<real>{N}) exceeds (?:the )?context length (?P<max>{N})"),
     # llama-cpp-python (the library's ValueError, relayed by servers built on it)
     _p(r"requested tokens \((?P<real>{N})\) exceed context window of (?P<max>{N})"),
+    # Google's backend behind AI Studio: "Cannot truncate to 89998, required 355220"
+    _p(r"cannot truncate to (?P<max>{N}), required (?P<real>{N})"),
 )
 
 # The generic rule (``_generic``): vocabulary for wordings no pattern lists.
@@ -430,17 +433,32 @@ _RATE_HINTS: Final = (
 # Statuses (effective: HTTP or the code in the body) under which the generic rule may fire.
 _GENERIC_STATUSES: Final = frozenset({200, 400, 413, 422})
 
-# llama.cpp and LM Studio also say this when the shared KV pool runs out or generation
-# fills the window (a 500 server_error, also mid-stream); only a 4xx means the prompt.
-# The same holds for their "input prompt is too big compared to KV size" (llama.cpp and its
-# forks, llama-box): a 500 when a decode finds no KV slot, whoever filled the pool.
-_CTX_SIZE_RE: Final = _p(
-    r"context size has been exceeded|input prompt is too big compared to kv size"
-)
+# llama.cpp's "input prompt is too big compared to KV size" (and its forks', llama-box):
+# a 500 when a decode finds no KV slot, whoever filled the shared pool; only a 4xx means
+# this prompt.
+_KV_SIZE_RE: Final = _p(r"input prompt is too big compared to kv size")
+# llama.cpp and LM Studio's "Context size has been exceeded": a 4xx, or the 500 a
+# decode gives when the prompt and its generation outgrow the context (an over-large
+# request: llama.cpp issue 19774). A smaller prompt leaves the room; mid-stream, after
+# output, nothing is an overflow anyway.
+_CTX_SIZE_RE: Final = _p(r"context size has been exceeded")
+
+# Counts a recognised wording states only as "(N > M)" ("Token sequence length is longer
+# than the specified maximum sequence length for this model (1336 > 512)").
+_PAIR_RE: Final = _p(r"\(\s*(?P<real>\d[\d,]*)\s*>\s*(?P<max>\d[\d,]*)\s*\)")
 
 # --------------------------------------------------------------------------- JSON keys
 
-_TEXT_KEYS: Final = ("message", "msg", "detail", "error", "error_message", "errorMessage", "raw")
+_TEXT_KEYS: Final = (
+    "message",
+    "msg",
+    "detail",
+    "error",
+    "error_message",
+    "errorMessage",
+    "error_msg",
+    "raw",
+)
 _CODE_KEYS: Final = ("type", "code", "status", "reason", "error_type", "errorType", "__type")
 _STATUS_KEYS: Final = ("http_status_code", "status_code", "statusCode")
 _NEST_KEYS: Final = ("error", "metadata", "details", "errors", "innererror", "detail")
