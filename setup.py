@@ -41,6 +41,9 @@ COMPILED = [
     "trimgate/providers/openai_chat_items.py",
     "trimgate/providers/openai_responses.py",
     "trimgate/providers/openai_responses_items.py",
+    "trimgate/providers/overflow.py",
+    "trimgate/providers/overflow_read.py",
+    "trimgate/providers/overflow_wordings.py",
 ]
 
 HAND_WRITTEN = ["trimgate.trimming._utf8", "trimgate.providers._chatscan"]  # C sources
