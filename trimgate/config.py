@@ -108,10 +108,6 @@ class UpstreamConfig(_Strict):
             raise ValueError("not a URL")
         if parts.query or parts.fragment:
             raise ValueError("must not carry a query or fragment")
-        try:
-            parts.hostname.encode("idna")  # what the connection will need of it
-        except UnicodeError:
-            raise ValueError("not a host name: a label is empty or over 63 bytes") from None
         return value.rstrip("/")
 
     @field_validator("prefix")
@@ -444,6 +440,14 @@ def _problem(error: Any) -> str:
 _VERSION_TAIL = re.compile(r"/(v1(?:(?:beta|alpha)\d*)?)$")
 
 
+def _resolvable_name(host: str) -> bool:
+    try:
+        host.encode("idna")  # what a connection needs of it: labels of 1 to 63 bytes
+    except UnicodeError:
+        return False
+    return True
+
+
 def config_warnings(config: Config) -> list[str]:
     """Settings that validate but probably do not do what was meant: one line each.
 
@@ -456,7 +460,13 @@ def config_warnings(config: Config) -> list[str]:
     problems: list[str] = []
     listen = f"http://{config.server.host}:{config.server.port}"
     for name, up in config.upstreams.items():
-        found = _VERSION_TAIL.search(urlsplit(up.base_url).path)
+        parts = urlsplit(up.base_url)
+        if not _resolvable_name(parts.hostname or ""):
+            problems.append(
+                f"upstreams.{name}.base_url: the host name has a label that is empty or over"
+                " 63 bytes; no resolver takes it, so every request to it will get a 502"
+            )
+        found = _VERSION_TAIL.search(parts.path)
         if found is None:
             continue
         tail = "/" + found.group(1)
