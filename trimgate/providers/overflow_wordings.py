@@ -119,6 +119,18 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
         r"maximum context length is (?P<max>{N}) tokens? and your request has (?P<real>{N})"
         r" input tokens \((?P<comp>{N}) >"
     ),
+    # vLLM (2026): "You passed P input tokens and requested C output tokens. However, the
+    # model's context length is only L tokens, resulting in a maximum input length of ..."
+    _p(
+        r"you passed (?P<real>{N}) input tokens and requested (?P<comp>{N}) output tokens\.?"
+        r" however,? the model.?s context length is only (?P<max>{N}) tokens"
+    ),
+    # SambaNova: "The maximum context length of M is L. However, answering your request
+    # will take T tokens." (T counts the completion it asked for)
+    _p(
+        r"maximum context length of .{1,160}? is (?P<max>{N})(?: tokens)?\.? however,? answering"
+        r" your request will take (?P<real>{N}) tokens"
+    ),
     # OpenAI / Azure / vLLM / FastChat / DeepSeek
     _p(
         r"maximum context length is (?P<max>{N}) tokens?[.,]? however,? your messages resulted"
