@@ -318,7 +318,7 @@ class FrontProtocol(asyncio.Protocol):
         self._front.forget(self)
         # aiohttp's handler gives a head no deadline: the head handed over (a long one, or
         # one still arriving), and every later one, must end within STALL, as here
-        HeadWatch(self._front.aiohttp_server(), STALL).take_over(transport, data)
+        HeadWatch(self._front.aiohttp_server(), STALL, KEEPALIVE).take_over(transport, data)
         if not self._reading:
             self._reading = True
             transport.resume_reading()

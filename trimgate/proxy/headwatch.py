@@ -19,21 +19,28 @@ bounded by the keep-alive timeout, as aiohttp bounds it.
 from __future__ import annotations
 
 import asyncio
-from typing import Final
 
 from aiohttp import web, web_protocol
-
-IDLE_FIRST_HEAD: Final = 3630.0  # a new connection that sends nothing (the front's KEEPALIVE)
 
 
 class HeadWatch(asyncio.Protocol):
     """aiohttp's handler for one connection, with a deadline on every head it waits for."""
 
-    __slots__ = ("_handler", "_head", "_loop", "_stall", "_timer", "_transport", "_watched")
+    __slots__ = (
+        "_handler",
+        "_head",
+        "_idle_first",
+        "_loop",
+        "_stall",
+        "_timer",
+        "_transport",
+        "_watched",
+    )
 
-    def __init__(self, handler: web_protocol.RequestHandler, stall: float) -> None:
+    def __init__(self, handler: web_protocol.RequestHandler, stall: float, idle: float) -> None:
         self._handler = handler
-        self._stall = stall
+        self._stall = stall  # a started head must end within this
+        self._idle_first = idle  # a new connection that sends nothing is closed after this
         self._loop = asyncio.get_running_loop()
         self._timer: asyncio.TimerHandle | None = None
         self._transport: asyncio.Transport | None = None
@@ -84,7 +91,7 @@ class HeadWatch(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]  # uvloop's is not one
         self._handler.connection_made(transport)
-        self._arm(IDLE_FIRST_HEAD, head=False)
+        self._arm(self._idle_first, head=False)
 
     def data_received(self, data: bytes) -> None:
         handler = self._handler
@@ -114,7 +121,7 @@ class HeadWatch(asyncio.Protocol):
 class WatchedSite(web.TCPSite):
     """``web.TCPSite`` with every connection's heads under a deadline (``HeadWatch``)."""
 
-    __slots__ = ("_stall",)
+    __slots__ = ("_idle", "_stall")
 
     def __init__(
         self,
@@ -123,19 +130,21 @@ class WatchedSite(web.TCPSite):
         port: int | None,
         *,
         stall: float,
+        idle: float,
         reuse_port: bool = False,
         backlog: int = 128,
     ) -> None:
         super().__init__(runner, host, port, reuse_port=reuse_port, backlog=backlog)
         self._stall = stall
+        self._idle = idle
 
     async def start(self) -> None:
         await web.BaseSite.start(self)
         server = self._runner.server
         assert server is not None
-        stall = self._stall
+        stall, idle = self._stall, self._idle
         self._server = await asyncio.get_running_loop().create_server(
-            lambda: HeadWatch(server(), stall),
+            lambda: HeadWatch(server(), stall, idle),
             self._host,
             self._port,
             backlog=self._backlog,

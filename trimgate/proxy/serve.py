@@ -20,7 +20,7 @@ from trimgate import logs
 from trimgate.config import Config, config_warnings
 from trimgate.proxy import otel
 from trimgate.proxy.app import ADMIN_PATHS, CONFIG, PROXY, Shared, create_admin_app, create_app
-from trimgate.proxy.front import STALL, FrontSite
+from trimgate.proxy.front import KEEPALIVE, STALL, FrontSite
 from trimgate.proxy.headwatch import WatchedSite
 from trimgate.proxy.metrics import metrics_for
 
@@ -130,7 +130,11 @@ async def _start_sites(config: Config, runners: list[web.AppRunner], *, reuse_po
     host, port, admin_port = config.server.host, config.server.port, config.server.admin_port
     sites = [proxy_site(runners[0], host, port, reuse_port=reuse_port)]
     if admin_port is not None:
-        sites.append(WatchedSite(runners[1], host, admin_port, stall=STALL, reuse_port=reuse_port))
+        sites.append(
+            WatchedSite(
+                runners[1], host, admin_port, stall=STALL, idle=KEEPALIVE, reuse_port=reuse_port
+            )
+        )
     for site in sites:
         await site.start()
 
@@ -217,7 +221,9 @@ def proxy_site(
     app = runner.app
     config = app[CONFIG]
     if config.server.http_server == "aiohttp":
-        return WatchedSite(runner, host, port, stall=STALL, reuse_port=reuse_port, backlog=BACKLOG)
+        return WatchedSite(
+            runner, host, port, stall=STALL, idle=KEEPALIVE, reuse_port=reuse_port, backlog=BACKLOG
+        )
     return FrontSite(
         runner,
         host,
