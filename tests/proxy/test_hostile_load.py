@@ -164,11 +164,14 @@ async def test_a_large_body_is_replanned_off_the_event_loop(
     assert threads[1].startswith("trimgate-examine")
 
 
-async def test_the_front_counts_a_body_before_reading_it(make_stack: MakeStack) -> None:
-    """On trimgate's front a body is counted from its head: past the budget it gets 503
-    before a byte of it is read (aiohttp's server is counted from Content-Length too,
-    once the handler runs)."""
-    stack = await make_stack(server={"max_buffered_bytes": 300_000, "http_server": "trimgate"})
+@pytest.mark.parametrize("http_server", ["trimgate", "aiohttp"])
+async def test_bodies_are_counted_as_they_arrive(make_stack: MakeStack) -> None:
+    """A body counts against server.max_buffered_bytes by the bytes that arrived, not the
+    length its head declares: clients that declare large bodies and send them slowly hold
+    nothing they did not send, and a body that does pass the budget gets 503 midway."""
+    fake = FakeProvider(lambda r: json_reply(openai_ok(10)))
+    fake.then(Reply(data=openai_ok(10), delay=0.5))
+    stack = await make_stack(fake, server={"max_buffered_bytes": 300_000})
     body = orjson.dumps(openai_chat(1, size=200_000, model="gpt-4o"))
     head = (
         "POST /v1/chat/completions HTTP/1.1\r\nHost: proxy\r\n"
@@ -176,23 +179,30 @@ async def test_the_front_counts_a_body_before_reading_it(make_stack: MakeStack) 
     ).encode()
     port = stack.server.port
     assert port is not None
+    slow = [await asyncio.open_connection("127.0.0.1", port) for _ in range(4)]
     r1, w1 = await asyncio.open_connection("127.0.0.1", port)
     r2, w2 = await asyncio.open_connection("127.0.0.1", port)
     try:
-        w1.write(head + body[:1000])  # a body in progress: counted whole from its head
-        await w1.drain()
+        for _, w in slow:  # 4 x 200 KB declared, 1,000 bytes each sent
+            w.write(head + body[:1000])
+            await w.drain()
         await asyncio.sleep(0.1)
-        w2.write(head)  # no body sent at all
-        await w2.drain()
-        answer = await asyncio.wait_for(r2.read(), 5)  # answered, then closed
-        assert answer.startswith(b"HTTP/1.1 503 ") and b"\r\nRetry-After: 1\r\n" in answer
-        assert b"trimgate_busy" in answer
-        w1.write(body[1000:])
+        w1.write(head + body)  # a whole body: held while the provider works
         await w1.drain()
+        for _ in range(200):
+            if stack.fake.requests:
+                break
+            await asyncio.sleep(0.01)
+        assert len(stack.fake.requests) == 1
+        w2.write(head + body)  # past the budget once its bytes arrive
+        await w2.drain()
+        # answered (the rest of the body is read and dropped), not reset
+        answer = await asyncio.wait_for(r2.readuntil(b"trimgate_busy"), 5)
+        assert answer.startswith(b"HTTP/1.1 503 ") and b"\r\nRetry-After: 1\r\n" in answer
         first = await asyncio.wait_for(r1.readuntil(b"\r\n\r\n"), 5)
         assert first.startswith(b"HTTP/1.1 200 ")
     finally:
-        for w in (w1, w2):
+        for _, w in [*slow, (r1, w1), (r2, w2)]:
             w.close()
     assert len(stack.fake.requests) == 1
     proxy = stack.app[PROXY]

@@ -53,6 +53,14 @@ from trimgate.trimming.policy import learned, learned_window
 
 log = logging.getLogger("trimgate")
 
+
+@dataclass(slots=True)
+class Counted:
+    """The body bytes a request has counted in the proxy's ``BodyBudget`` so far."""
+
+    bytes: int
+
+
 # Request ids are unique, not secret: a PRNG seeded from os.urandom, no syscall per request.
 _IDS = random.Random()
 
@@ -120,24 +128,23 @@ class Proxy:
             # trimgate's front hands every upgrade to aiohttp, so it arrives here
             return await self.websockets.relay(request, route, request_id)
         # The bytes this request's body holds, counted against server.max_buffered_bytes
-        # from the declared length on, before the body is read (aiohttp's server) and
-        # until the answer is relayed (the body is kept for a retry).
+        # as they arrive (the front counts those it reads) and until the answer is relayed
+        # (the body is kept for a retry).
         if isinstance(request, FrontRequest) and request.busy:
             return self._busy(route, provider, request_id, team)
-        held = 0
-        if not (isinstance(request, FrontRequest) and request.held):
-            held = min(_declared_length(request.headers), self._max_body)
-            if not self.bodies.take(held):
-                return self._busy(route, provider, request_id, team)
+        counted = Counted(0)
         try:
-            try:
-                body = await request.read()
-            except web.HTTPRequestEntityTooLarge:
-                return self._too_large(route, provider, request_id, "", team)
-            if len(body) > held and not (isinstance(request, FrontRequest) and request.held):
-                if not self.bodies.take(len(body) - held):
+            if isinstance(request, FrontRequest):
+                body = request.body
+                if not request.held:  # a small body that came with its head
+                    if not self.bodies.take(len(body)):
+                        return self._busy(route, provider, request_id, team)
+                    counted.bytes = len(body)
+            else:
+                read = await self._read_counted(request, counted)
+                if read is None:
                     return self._busy(route, provider, request_id, team)
-                held = len(body)
+                body = read
             try:
                 chat, skipped = await self.examine(request.headers, route, body, request_id)
             except InflatedTooLarge:
@@ -145,8 +152,25 @@ class Proxy:
             return await self._send_and_relay(
                 request, route, provider, body, chat, skipped, request_id, started, team
             )
+        except web.HTTPRequestEntityTooLarge:
+            return self._too_large(route, provider, request_id, "", team)
         finally:
-            self.bodies.give(held)
+            self.bodies.give(counted.bytes)
+
+    async def _read_counted(self, request: web.Request, counted: Counted) -> bytes | None:
+        """A body aiohttp's server reads, counted in ``counted`` as it arrives; None past
+        the budget (the rest is not read), 413 past ``max_body_bytes``."""
+        chunks: list[bytes] = []
+        while chunk := await request.content.readany():
+            if counted.bytes + len(chunk) > self._max_body:
+                raise web.HTTPRequestEntityTooLarge(
+                    max_size=self._max_body, actual_size=counted.bytes + len(chunk)
+                )
+            if not self.bodies.take(len(chunk), counted.bytes):
+                return None
+            counted.bytes += len(chunk)
+            chunks.append(chunk)
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
     def _refused(
         self, request: Incoming, route: Route, provider: str, request_id: str, team: str | None
@@ -529,16 +553,6 @@ def _carries(request: Incoming, token: bytes) -> bool:
             if name == "key" and hmac.compare_digest(given, token):
                 return True
     return False
-
-
-def _declared_length(headers: Mapping[str, str]) -> int:
-    """The declared body length (0 when absent or odd; zero padding of any length is
-    allowed, as the servers allow it, and a length past 2**62 reads as 2**62)."""
-    value = headers.get("Content-Length", "").strip()
-    if not value.isascii() or not value.isdigit():
-        return 0
-    digits = value.lstrip("0")
-    return int(digits) if len(digits) <= 18 else 1 << 62
 
 
 def _unreadable_encodings(accept: str) -> bool:

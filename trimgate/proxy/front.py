@@ -37,6 +37,7 @@ log = logging.getLogger("trimgate")
 PIPELINE_LIMIT: Final = 256 * 1024  # read no further while this much waits behind a request
 KEEPALIVE: Final = 3630.0  # seconds an idle connection is kept (aiohttp 3.14's default)
 STALL: Final = 60.0  # seconds for a started head to end, and between two reads of a body
+LINGER: Final = 2.0  # seconds a refused body's rest may take to arrive after the answer
 SHUTDOWN_TIMEOUT: Final = 60.0  # on stop, in-flight answers get this long (aiohttp's default)
 _OURS: Final = frozenset({"content-length", "transfer-encoding", "connection", "date", "server"})
 
@@ -73,8 +74,10 @@ class _Date:
 
 
 class BodyBudget:
-    """The request-body bytes all requests in flight may hold in one process
-    (``server.max_buffered_bytes``), shared by the front and the proxy."""
+    """The request-body bytes all requests in flight hold in one process
+    (``server.max_buffered_bytes``), shared by the front and the proxy. Bytes are counted
+    as they arrive, not as a head declares them: a client that declares a large body and
+    sends it slowly holds only what it sent."""
 
     __slots__ = ("held", "limit")
 
@@ -82,12 +85,12 @@ class BodyBudget:
         self.limit = limit
         self.held = 0
 
-    def take(self, size: int) -> bool:
-        """Count ``size`` more bytes, unless that passes the limit (a lone request is
-        always let through)."""
+    def take(self, size: int, owned: int = 0) -> bool:
+        """Count ``size`` more bytes for a request that holds ``owned`` already, unless
+        that passes the limit (a request alone in the budget is always let through)."""
         if size <= 0:
             return True
-        if self.held and self.held + size > self.limit:
+        if self.held > owned and self.held + size > self.limit:
             return False
         self.held += size
         return True
@@ -222,6 +225,7 @@ class FrontProtocol(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self._reader = http11.RequestReader(max_body=front.max_body, delegated=front.delegated)
         self._held = 0  # bytes of the body in progress counted in front.bodies
+        self._unread = 0  # bytes still to come of a body refused midway: read and dropped
         self._gone = False  # closed, or handed over to aiohttp
         self._task: asyncio.Task[None] | None = None
         self._timer: asyncio.TimerHandle | None = None
@@ -268,6 +272,11 @@ class FrontProtocol(asyncio.Protocol):
             drain.set_result(None)
 
     def data_received(self, data: bytes) -> None:
+        if self._unread:  # the rest of a refused body: dropped, never held
+            self._unread = max(0, self._unread - len(data))
+            if not self._unread and self._task is None and self.transport is not None:
+                self.transport.close()  # answered already, and now read to its end
+            return
         reader = self._reader
         state = reader.state
         if state == http11.DONE:
@@ -288,6 +297,8 @@ class FrontProtocol(asyncio.Protocol):
     # --- reading requests ----------------------------------------------------
 
     def _next(self) -> None:
+        if self._reader.state == http11.BODY and not self._count_body():
+            return
         event = self._reader.next_event()
         if type(event) is http11.Request:
             self._disarm()
@@ -297,17 +308,26 @@ class FrontProtocol(asyncio.Protocol):
         elif type(event) is http11.Delegate:
             self._hand_over(event.data)
         elif self._reader.state == http11.BODY:
-            pending = self._reader.pending
-            bodies = self._front.bodies
-            if not self._held and pending is not None and bodies is not None:
-                # counted before the body is read: past the budget, it is not read at all
-                if not bodies.take(pending.length):
-                    self._refuse_body(pending)
-                    return
-                self._held = pending.length
-            self._arm(STALL)
+            if self._count_body():  # the body bytes that came with the head
+                self._arm(STALL)
         elif self._reader.state == http11.IDLE:
             self._arm()  # blank lines only: still idle
+
+    def _count_body(self) -> bool:
+        """Count the body bytes arrived since last counted; past the budget the request
+        gets a 503 and nothing more of its body is read (False)."""
+        if self._task is not None:  # refused already: the 503 is on its way
+            return False
+        pending, bodies = self._reader.pending, self._front.bodies
+        if pending is None or bodies is None:
+            return True
+        arrived = min(self._reader.received, pending.length)
+        if arrived > self._held:
+            if not bodies.take(arrived - self._held, self._held):
+                self._refuse_body(pending)
+                return False
+            self._held = arrived
+        return True
 
     def _hand_over(self, data: bytes) -> None:
         """aiohttp serves this connection from here on, from the bytes read so far."""
@@ -325,11 +345,15 @@ class FrontProtocol(asyncio.Protocol):
 
     def _refuse_body(self, pending: http11.Request) -> None:
         """Over the body budget: the proxy answers 503 (in the provider's envelope) without
-        the body, which is never read; the connection closes after the answer."""
+        the body. What arrived of it is let go and the rest is read and dropped, so that
+        the client, still sending, gets the answer rather than a reset; the connection
+        closes once the body is through, or LINGER after the answer."""
         self._disarm()
-        if self.transport is not None and self._reading:
-            self._reading = False
-            self.transport.pause_reading()
+        self._unread = pending.length - min(self._reader.received, pending.length)
+        self._reader.drop_body()
+        if self._held and self._front.bodies is not None:
+            self._front.bodies.give(self._held)
+            self._held = 0
         head = http11.Request(pending.method, pending.target, pending.headers, 0, False)
         request = FrontRequest(self, head)
         request.busy = True
@@ -362,6 +386,9 @@ class FrontProtocol(asyncio.Protocol):
     def _done(self, request: FrontRequest) -> None:
         transport = self.transport
         if transport is None:
+            return
+        if self._unread:  # a refused body still arriving: it has LINGER to end
+            self._timer = self._loop.call_later(LINGER, transport.close)
             return
         if not (request.finished and request.keep) or self.closing:
             transport.close()

@@ -167,6 +167,12 @@ class RequestReader:
         return len(self._buf)
 
     @property
+    def received(self) -> int:
+        """Bytes of the body in progress read so far (state ``BODY``; pipelined bytes after
+        it included)."""
+        return self._have if self.state == BODY else 0
+
+    @property
     def pending(self) -> Request | None:
         """The request whose body is arriving (state ``BODY``), else None."""
         return self._request if self.state == BODY else None
@@ -191,6 +197,14 @@ class RequestReader:
         if state == BODY:
             return self._body()
         return NEED_DATA
+
+    def drop_body(self) -> None:
+        """The body in progress is refused: what arrived of it is let go, and the reader
+        takes nothing more (the connection closes after the answer)."""
+        self._parts = []
+        self._have = 0
+        self._request = None
+        self.state = DONE
 
     def start_next(self) -> None:
         """The answer is out: read the next request (pipelined bytes first)."""
