@@ -231,6 +231,7 @@ async def test_a_client_leaving_at_each_stage(make_stack: MakeStack, stage: str)
     assert resp.status == 200 and len(fake.requests) == 2
 
 
+@pytest.mark.parametrize("http_server", ["trimgate", "aiohttp"])
 @pytest.mark.parametrize("status", [b"000", b"042", b"099"])
 async def test_a_status_below_100_is_a_502(make_stack: MakeStack, status: bytes) -> None:
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

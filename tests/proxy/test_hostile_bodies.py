@@ -4,6 +4,7 @@ upstream as it came, with a clean ``x-trimgate-skipped`` reason."""
 
 from __future__ import annotations
 
+import gzip
 from typing import Any
 
 import orjson
@@ -20,27 +21,30 @@ def nest(depth: int) -> str:
     return '{"a":' * depth + "1" + "}" * depth
 
 
-def _last_user(items: list[dict[str, Any]]) -> dict[str, Any]:
-    return next(m for m in reversed(items) if m.get("role") == "user")
+def _user(items: list[dict[str, Any]], oldest: bool) -> dict[str, Any]:
+    """The newest user message (or the oldest: in a turn a trim drops) that opens a turn."""
+    users = [m for m in items if m.get("role") == "user" and "tool_result" not in str(m)]
+    users = [m for m in users if "functionResponse" not in str(m)]
+    return users[0] if oldest else users[-1]
 
 
-def with_deep_part(path: str, depth: int) -> bytes:
-    """An 8-turn body (trimmed on ``small-1``) whose newest user message has a content
-    part nested ``depth`` levels deep."""
+def with_deep_part(path: str, depth: int, *, oldest: bool = False) -> bytes:
+    """An 8-turn body (trimmed on ``small-1``) whose newest user message (or oldest) has
+    a content part nested ``depth`` levels deep."""
     part: dict[str, Any] = {"type": "text", "text": "look", "meta": "__DEEP__"}
     body: dict[str, Any]
     if path.startswith("/v1beta"):
         body = gemini_contents(8)
-        _last_user(body["contents"])["parts"].append({"text": "look", "meta": "__DEEP__"})
+        _user(body["contents"], oldest)["parts"].append({"text": "look", "meta": "__DEEP__"})
     elif path == "/v1/messages":
         body = anthropic_messages(8, model="small-1")
-        _last_user(body["messages"])["content"] = [part]
+        _user(body["messages"], oldest)["content"] = [part]
     elif path == "/v1/responses":
         body = responses_input(8)
-        _last_user(body["input"])["content"] = [{**part, "type": "input_text"}]
+        _user(body["input"], oldest)["content"] = [{**part, "type": "input_text"}]
     else:
         body = openai_chat(8)
-        _last_user(body["messages"])["content"] = [part]
+        _user(body["messages"], oldest)["content"] = [part]
     return orjson.dumps(body).decode().replace(PLACEHOLDER, nest(depth)).encode()
 
 
@@ -100,3 +104,51 @@ async def test_a_deeply_nested_answer_is_relayed(make_stack: MakeStack, depth: i
     )
     assert await resp.read() == event + error_event + event
     assert len(fake.requests) == 3
+
+
+# past 1,023 levels nothing parses (too-deep, above); up to there a trim that drops the
+# deep turn re-encodes only what it keeps
+@pytest.mark.parametrize("depth", [256, 1000])
+@pytest.mark.parametrize("path", PATHS)
+async def test_a_deep_part_in_a_dropped_turn_is_trimmed_away(
+    make_stack: MakeStack, path: str, depth: int
+) -> None:
+    raw = with_deep_part(path, depth, oldest=True)
+    stack = await make_stack()
+    resp = await stack.client.post(path, data=raw, headers={"Content-Type": "application/json"})
+    assert resp.status == 200 and resp.headers["x-trimgate-trimmed"] == "true"
+    assert "x-trimgate-skipped" not in resp.headers
+    [sent] = stack.fake.requests
+    assert b'{"a":{"a":' not in sent.body  # the turn holding it went, the rest re-encoded
+
+
+@pytest.mark.parametrize("depth", [256, 1025, 10_000])
+@pytest.mark.parametrize("path", PATHS)
+async def test_a_deep_gzip_body_is_forwarded_as_it_came(
+    make_stack: MakeStack, path: str, depth: int
+) -> None:
+    packed = gzip.compress(with_deep_part(path, depth))
+    stack = await make_stack()
+    resp = await stack.client.post(
+        path, data=packed, headers={"Content-Type": "application/json", "Content-Encoding": "gzip"}
+    )
+    assert resp.status == 200 and resp.headers["x-trimgate-skipped"] == "too-deep"
+    assert [r.body for r in stack.fake.requests] == [packed]
+
+
+@pytest.mark.parametrize("depth", [256, 1025, 10_000])
+async def test_deep_tool_arguments_in_a_kept_turn_are_forwarded_untouched(
+    make_stack: MakeStack, depth: int
+) -> None:
+    body = anthropic_messages(8, model="small-1")
+    calls = [
+        m for m in body["messages"] if m["role"] == "assistant" and isinstance(m["content"], list)
+    ]
+    calls[-1]["content"][1]["input"] = {"d": "__DEEP__"}
+    raw = orjson.dumps(body).decode().replace(PLACEHOLDER, nest(depth)).encode()
+    stack = await make_stack()
+    resp = await stack.client.post(
+        "/v1/messages", data=raw, headers={"Content-Type": "application/json"}
+    )
+    assert resp.status == 200 and resp.headers["x-trimgate-skipped"] == "too-deep"
+    assert [r.body for r in stack.fake.requests] == [raw]

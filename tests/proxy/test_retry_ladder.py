@@ -133,3 +133,57 @@ async def test_a_rate_limit_is_no_signal(make_stack: MakeStack) -> None:
     assert resp.status == 429 and len(fake.requests) == 1
     for header in ("exhausted", "retries-spent", "unfixable"):
         assert f"x-trimgate-{header}" not in resp.headers
+
+
+def understating_overflow(kind: str, real: int, window: int) -> Reply:
+    """An overflow as a provider that understates by 30% (``under30``) or states no count
+    (``nocount``) words it."""
+    if kind == "under30":
+        message = (
+            f"This model's maximum context length is {window} tokens. However, your "
+            f"messages resulted in {int(real * 0.7)} tokens."
+        )
+    else:
+        message = "The input is too long for this model's context window."
+    body = {"error": {"message": message, "code": "context_length_exceeded"}}
+    return json_reply(body, status=400)
+
+
+@pytest.mark.parametrize("kind", ["under30", "nocount"])
+@pytest.mark.parametrize(
+    ("fit", "outcome"),
+    [(0.45, "fits"), (0.05, "fits"), (0.001, "one-turn")],
+)
+async def test_a_provider_that_understates_still_gets_a_fit(
+    make_stack: MakeStack, kind: str, fit: float, outcome: str
+) -> None:
+    """Tokens are a quarter of the bytes sent; the window is ``fit`` of the first body.
+    After the first cut each attempt is at most about 2/3 of the one before, so three
+    retries reach a fit down to 5%; a single turn that still overflows is exhausted."""
+    first: list[int] = []
+
+    def answer(r: Recorded) -> Reply:
+        first.append(len(r.body))
+        real, window = len(r.body) // 4, int(first[0] // 4 * fit)
+        return (
+            json_reply(openai_ok(real))
+            if real <= window
+            else understating_overflow(kind, real, window)
+        )
+
+    fake = FakeProvider(answer)
+    stack = await make_stack(fake)
+    resp = await stack.client.post("/v1/chat/completions", json=openai_chat(24, model="gpt-4o"))
+    sizes = [len(r.body) for r in fake.requests]
+    assert all(b < a for a, b in itertools.pairwise(sizes))
+    assert all(c <= b * 0.7 for b, c in itertools.pairwise(sizes[1:]))
+    if kind == "nocount" and fit < 0.1:  # no count to aim with: 2/3 a step, and 3 steps
+        assert resp.status == 400 and resp.headers["x-trimgate-retries-spent"] == "true"
+        assert int(resp.headers["x-trimgate-kept-turns"]) > 1
+    elif outcome == "fits":
+        assert resp.status == 200, await resp.text()
+        assert resp.headers["x-trimgate-reason"] == "reactive"
+    else:
+        assert resp.status == 400 and resp.headers["x-trimgate-exhausted"] == "true"
+        assert resp.headers["x-trimgate-kept-turns"] == "1"
+        assert "x-trimgate-retries-spent" not in resp.headers

@@ -12,6 +12,8 @@ import pytest
 from multidict import CIMultiDict
 from yarl import URL
 
+from tests.proxy.bodies import openai_chat
+from tests.proxy.conftest import MakeStack
 from trimgate.config import ServerConfig
 from trimgate.proxy.upstream import make_client
 
@@ -103,3 +105,24 @@ async def test_a_clean_connection_is_reused(kind: str) -> None:
         got = await bodies(kind, port, 3)
     assert got == [b'{"n": %d, "conn": 1}' % n for n in (1, 2, 3)]
     assert conns == [1]
+
+
+@pytest.mark.parametrize("upstream_client", ["trimgate", "aiohttp"])
+@pytest.mark.parametrize("http_server", ["trimgate", "aiohttp"])
+async def test_through_the_proxy_an_unsolicited_answer_reaches_no_one(
+    make_stack: MakeStack,
+) -> None:
+    """End to end: the second answer the provider sent on its own is never relayed as the
+    answer to the next client's request."""
+    async with server(EVIL, 0.02) as (port, conns):
+        base = f"http://127.0.0.1:{port}"
+        stack = await make_stack(upstreams={"openai": {"provider": "openai", "base_url": base}})
+        got = []
+        for _ in range(3):
+            resp = await stack.client.post("/v1/chat/completions", json=openai_chat(1, model="m"))
+            assert resp.status == 200
+            got.append(await resp.read())
+            await asyncio.sleep(0.05)  # the unsolicited answer arrives while it is idle
+        await stack.client.close()  # the proxy lets its pooled connections go
+    assert got == [b'{"n": 1, "conn": %d}' % c for c in (1, 2, 3)]
+    assert len(conns) == 3

@@ -541,9 +541,9 @@ def _carries(request: Incoming, token: bytes) -> bool:
     for name in _CREDENTIAL_HEADERS:
         for value in request.headers.getall(name, ()):
             given = value.encode("utf-8", "surrogateescape").strip()
-            scheme, _, rest = given.partition(b" ")
-            if rest and scheme.lower() in (b"bearer", b"basic", b"token"):
-                given = rest.strip()
+            words = given.split(None, 1)  # "Bearer<TAB>token" too
+            if len(words) == 2 and words[0].lower() in (b"bearer", b"basic", b"token"):
+                given = words[1].strip()
             if hmac.compare_digest(given, token):
                 return True
     query = request.raw_path.partition("?")[2]
