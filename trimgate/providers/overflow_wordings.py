@@ -355,6 +355,12 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
         r"prompt length of (?P<real>{N}) is greater (?:than|or equal to)(?: the)? configured max"
         r" model context length of (?P<max>{N})"
     ),
+    # OpenVINO Model Server (src/llm/servable.cpp): the prompt, or the prompt and max_tokens,
+    # against the model's max length
+    _p(
+        r"number of prompt tokens: (?P<real>{N})(?: \+ max tokens value: (?P<comp>{N}))? exceeds"
+        r" model max length: (?P<max>{N})"
+    ),
     # llamafile (v2 server): the plain-text reason of its 400 once no older message is left
     # to forget
     _p(r"\bout_of_context_due_to_long_message\b"),
