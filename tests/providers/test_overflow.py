@@ -896,3 +896,27 @@ def test_an_output_reservation_filling_the_window_is_unfixable_not_an_overflow()
     assert not overflow.detect_unfixable(429, body)  # a rate-limit status never is
     assert not overflow.detect_unfixable(200, b'{"choices": []}')
     assert not overflow.detect_unfixable(400, b"{" * 5000)  # malformed: never guessed
+
+
+@pytest.mark.parametrize(
+    ("message", "expected"),
+    [
+        (  # Modular MAX, two tokenizers' wordings (the window counts the prompt alone)
+            "Prompt length of 9000 is greater or equal to configured max model context length "
+            "of 8192.",
+            Overflow(9000, 8192),
+        ),
+        (
+            "Prompt length of 9000 is greater than the configured max model context length of 8192",
+            Overflow(9000, 8192),
+        ),
+        (  # vLLM's character pre-check: no token count, the window less the reservation
+            "You passed 90001 input characters and requested 0 output tokens. However, the "
+            "model's context length is only 8192 tokens, resulting in a maximum input length of "
+            "8192 tokens (at most 90000 characters).",
+            Overflow(None, 8192),
+        ),
+    ],
+)
+def test_counts_of_inference_server_wordings(message: str, expected: Overflow) -> None:
+    assert detect_overflow(400, _error_body(message), wire_format="openai") == expected

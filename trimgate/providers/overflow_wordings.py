@@ -314,6 +314,56 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
     _p(r"requested tokens \((?P<real>{N})\) exceed context window of (?P<max>{N})"),
     # Google's backend behind AI Studio: "Cannot truncate to 89998, required 355220"
     _p(r"cannot truncate to (?P<max>{N}), required (?P<real>{N})"),
+    # ---- self-hosted inference servers, read from their source
+    # vLLM >= 0.16 (renderers/params.py): the character pre-check before tokenising states
+    # no token count, only the window and the output reservation
+    _p(
+        r"you passed {N} input characters and requested (?P<comp>{N}) output tokens\.? however,?"
+        r" the model.?s context length is only (?P<max>{N}) tokens"
+    ),
+    # vLLM (v0 engine): "Prompt length of P is longer than the maximum model length of L."
+    _p(r"prompt length of (?P<real>{N}) is longer than the maximum model length of (?P<max>{N})"),
+    # vLLM v1 (input processor): a prompt that fills the window leaves no room for one token
+    _p(
+        r"prompt \(length (?P<real>{N})\) plus the number of requested output tokens"
+        r" \(at least (?P<comp>{N})\) (?:is longer than|exceeds) the maximum model length of"
+        r" (?P<max>{N})"
+    ),
+    # llama.cpp server (a model that cannot split its batch: embeddings, rerankers)
+    _p(
+        r"input \((?P<real>{N}) tokens\) is larger than the max context size"
+        r" \((?P<max>{N}) tokens\)"
+    ),
+    # TensorRT-LLM (TensorRT engine backend, llmapi/llm.py): prompt and max_tokens against
+    # max_seq_len (the prompt printed as a float)
+    _p(
+        r"sum of prompt length \((?P<real>{N})(?:\.0+)?\) and query length \(\d+\) max_tokens"
+        r" \((?P<comp>{N})\) should not exceed max_seq_len \((?P<max>{N})\)"
+    ),
+    # TensorRT-LLM (PyTorch backend, executor/base_worker.py): no room left for output
+    _p(
+        r"max_seq_len \((?P<max>{N})\) - `?splited_prompt_len`? \((?P<real>{N})\)"
+        r" - `?query_token_len`? \((?P<comp>{N})\)"
+    ),
+    _p(
+        r"prompt_token_ids`? length \((?P<real>{N})\) is greater than `?max_seq_len`?"
+        r" \((?P<max>{N})\)"
+    ),
+    # Modular MAX (its tokenizers): "Prompt length of P is greater or equal to configured max
+    # model context length of L."
+    _p(
+        r"prompt length of (?P<real>{N}) is greater (?:than|or equal to)(?: the)? configured max"
+        r" model context length of (?P<max>{N})"
+    ),
+    # OpenVINO Model Server (src/llm/servable.cpp): the prompt, or the prompt and max_tokens,
+    # against the model's max length
+    _p(
+        r"number of prompt tokens: (?P<real>{N})(?: \+ max tokens value: (?P<comp>{N}))? exceeds"
+        r" model max length: (?P<max>{N})"
+    ),
+    # llamafile (v2 server): the plain-text reason of its 400 once no older message is left
+    # to forget
+    _p(r"\bout_of_context_due_to_long_message\b"),
 )
 
 # The generic rule (``_generic``): vocabulary for wordings no pattern lists.
@@ -342,6 +392,7 @@ _GEN_EXCLUDE_RE: Final = _p(
     r"max_(?:new_|completion_|output_|total_)?tokens|max tokens (?:must|should|cannot|is|are)\b"
     r"|max(?:imum)? output|max_length|output tokens?|completion tokens?"
     r"|maximum tokens you requested|generat"
+    r"|max tokens exceeds? (?:the )?model'?s max"  # Xinference: the output alone fills the window
     r"|\bbytes?\b|\b[kmg]i?b\b|\d ?[kmg]i?b\b|megabytes|\bjson\b"
     r"|image|audio|video|file|attachment|document|pdf"
     r"|payload|request body|body size|string too long|expected a string|array too long"
