@@ -76,6 +76,7 @@ _OVERFLOW_CODES: Final = frozenset(
         "context_window_exceeded",
         "model_context_window_exceeded",
         "context_exceeded",
+        "too_many_prompt_tokens",  # Perplexity: "The total length of all messages is too long."
     }
 )
 
@@ -105,7 +106,8 @@ _PROMPT_PARTS_2: Final = frozenset({"text input", "tool input"})
 
 
 # A pattern's named groups: real (prompt tokens), max (window), comp (output reservation),
-# total (everything requested), parts (an itemised breadcrumb). Order: specific first.
+# total (everything requested), parts (an itemised breadcrumb), over (the excess over max,
+# so real = max + over). Order: specific first.
 _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
     # vLLM >= 0.8: "... maximum context length is L tokens. However, you requested C output
     # tokens and your prompt contains at least P input tokens ..."
@@ -314,6 +316,24 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
     _p(r"requested tokens \((?P<real>{N})\) exceed context window of (?P<max>{N})"),
     # Google's backend behind AI Studio: "Cannot truncate to 89998, required 355220"
     _p(r"cannot truncate to (?P<max>{N}), required (?P<real>{N})"),
+    # LiteLLM proxy (router pre-call checks): "... Max Input Tokens=28672, Got=45196"
+    _p(
+        r"context window exceeded for given call\b[\s\S]{0,400}?max input tokens=(?P<max>{N}),"
+        r" got=(?P<real>{N})"
+    ),
+    # Vercel AI Gateway: "Input too long: 518063 input tokens, limit is 262144 for this model"
+    _p(r"input too long: (?P<real>{N}) input tokens, limit is (?P<max>{N})"),
+    # io.net: "... maximum context length of 204800 tokens. You requested ~269722 tokens
+    # (204186 input + 65536 output)"
+    _p(
+        r"maximum context length of (?P<max>{N}) tokens\.? you requested ~?(?P<total>{N}) tokens"
+        r" \((?P<real>{N}) input \+ (?P<comp>{N}) output\)"
+    ),
+    # Cohere (2026): "size limit exceeded by E tokens. ... The limit for this model is L tokens."
+    _p(
+        r"too many tokens: size limit exceeded by (?P<over>{N}) tokens\.[^\n]{0,120}? the limit"
+        r" for this model is (?P<max>{N}) tokens"
+    ),
 )
 
 # The generic rule (``_generic``): vocabulary for wordings no pattern lists.
