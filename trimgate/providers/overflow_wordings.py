@@ -267,7 +267,7 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
     _p(r"\bprompt tokens too long\b"),
     # GitHub Models / Azure AI model inference (code tokens_limit_reached, HTTP 413): the
     # tier's per-request input limit, which a shorter prompt meets
-    _p(r"request body too large for .{0,120}? model\. max size: (?P<max>{N}) tokens"),
+    _p(r"request body too large for (?:.{0,120}? )?model\. max size: (?P<max>{N}) tokens"),
     # Cohere (the total counts the prompt and the prediction)
     _p(
         r"too many tokens: total number of tokens(?: \(prompt and prediction\)| in the prompt)?"
