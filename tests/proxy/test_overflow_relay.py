@@ -167,6 +167,64 @@ async def test_an_error_inside_a_choice_is_retried(make_stack: MakeStack) -> Non
     assert len(fake.requests) == 2 and resp.headers["x-trimgate-reason"] == "reactive"
 
 
+# Gateways re-wrap the provider's answer: TensorZero nests the provider's raw body in a
+# 502 message, LiteLLM's proxy streams its error as a bare ``data: {"error": ...}`` event,
+# OpenRouter reports it in a choice after a role opener (tests/data/error_corpus.yaml,
+# "gateways and hosted APIs").
+TENSORZERO_502 = {
+    "error": {
+        "message": "All variants failed with errors: tensorzero::default: All model providers"
+        " failed to infer with errors: openai: Error 400 Bad Request from openai client: "
+        + orjson.dumps({"error": {"message": MESSAGE, "code": "context_length_exceeded"}}).decode()
+        + " [request_id: req_1]"
+    }
+}
+LITELLM_CHUNK = {
+    "error": {
+        "message": "litellm.ContextWindowExceededError: litellm.BadRequestError: "
+        "ContextWindowExceededError: OpenAIException - " + MESSAGE,
+        "type": None,
+        "param": None,
+        "code": "400",
+    }
+}
+OPENROUTER_CHOICE = {
+    "error": {"code": 400, "message": "prompt is too long: 209303 tokens > 200000 maximum"},
+    "choices": [{"index": 0, "delta": {"content": ""}, "finish_reason": "error"}],
+}
+
+
+async def test_a_gateways_502_nesting_the_overflow_is_retried(make_stack: MakeStack) -> None:
+    fake = FakeProvider().then(json_reply(TENSORZERO_502, status=502), json_reply(openai_ok(10)))
+    stack = await make_stack(fake)
+    resp = await stack.client.post("/v1/chat/completions", json=openai_chat(8, model="gpt-4o"))
+    assert resp.status == 200 and len(fake.requests) == 2
+    assert resp.headers["x-trimgate-reason"] == "reactive"
+    assert len(fake.requests[1].body) < len(fake.requests[0].body)
+
+
+@pytest.mark.parametrize(
+    "frames",
+    [
+        [b": OPENROUTER PROCESSING\n\n", *sse_data(ROLE, OPENROUTER_CHOICE)],
+        sse_data(LITELLM_CHUNK),
+    ],
+    ids=["openrouter-choice-after-role", "litellm-data-error"],
+)
+async def test_a_gateways_stream_error_before_output_is_retried(
+    make_stack: MakeStack, frames: list[bytes]
+) -> None:
+    fake = FakeProvider().then(Reply(events=frames, event_delay=0.001), ok_stream())
+    stack = await make_stack(fake)
+    resp = await stack.client.post(
+        "/v1/chat/completions", json=openai_chat(8, model="gpt-4o", stream=True)
+    )
+    body = await resp.read()
+    assert resp.status == 200 and len(fake.requests) == 2
+    assert b"fine" in body and b"too long" not in body and b"maximum context" not in body
+    assert resp.headers["x-trimgate-reason"] == "reactive"
+
+
 OWN = "sequence budget blown: (?P<real>\\d+)/(?P<max>\\d+)"
 OWN_ERROR = {"error": {"message": "sequence budget blown: 9000/4096", "type": "server_error"}}
 

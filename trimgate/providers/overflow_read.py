@@ -221,6 +221,9 @@ def _read_message(text: str) -> Overflow | None:
         limit = _num(groups.get("max"))
         comp = _num(groups.get("comp"))
         total = _num(groups.get("total"))
+        over = _num(groups.get("over"))  # the excess over the limit ("exceeded by E tokens")
+        if over is not None and limit is not None:
+            real = limit + over
         parts = groups.get("parts")
         if parts:
             prompt_sum = comp_sum = 0

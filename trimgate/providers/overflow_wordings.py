@@ -76,6 +76,7 @@ _OVERFLOW_CODES: Final = frozenset(
         "context_window_exceeded",
         "model_context_window_exceeded",
         "context_exceeded",
+        "too_many_prompt_tokens",  # Perplexity: "The total length of all messages is too long."
     }
 )
 
@@ -105,7 +106,8 @@ _PROMPT_PARTS_2: Final = frozenset({"text input", "tool input"})
 
 
 # A pattern's named groups: real (prompt tokens), max (window), comp (output reservation),
-# total (everything requested), parts (an itemised breadcrumb). Order: specific first.
+# total (everything requested), parts (an itemised breadcrumb), over (the excess over max,
+# so real = max + over). Order: specific first.
 _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
     # vLLM >= 0.8: "... maximum context length is L tokens. However, you requested C output
     # tokens and your prompt contains at least P input tokens ..."
@@ -265,7 +267,7 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
     _p(r"\bprompt tokens too long\b"),
     # GitHub Models / Azure AI model inference (code tokens_limit_reached, HTTP 413): the
     # tier's per-request input limit, which a shorter prompt meets
-    _p(r"request body too large for .{0,120}? model\. max size: (?P<max>{N}) tokens"),
+    _p(r"request body too large for (?:.{0,120}? )?model\. max size: (?P<max>{N}) tokens"),
     # Cohere (the total counts the prompt and the prediction)
     _p(
         r"too many tokens: total number of tokens(?: \(prompt and prediction\)| in the prompt)?"
@@ -364,6 +366,24 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
     # llamafile (v2 server): the plain-text reason of its 400 once no older message is left
     # to forget
     _p(r"\bout_of_context_due_to_long_message\b"),
+    # LiteLLM proxy (router pre-call checks): "... Max Input Tokens=28672, Got=45196"
+    _p(
+        r"context window exceeded for given call\b[\s\S]{0,400}?max input tokens=(?P<max>{N}),"
+        r" got=(?P<real>{N})"
+    ),
+    # Vercel AI Gateway: "Input too long: 518063 input tokens, limit is 262144 for this model"
+    _p(r"input too long: (?P<real>{N}) input tokens, limit is (?P<max>{N})"),
+    # io.net: "... maximum context length of 204800 tokens. You requested ~269722 tokens
+    # (204186 input + 65536 output)"
+    _p(
+        r"maximum context length of (?P<max>{N}) tokens\.? you requested ~?(?P<total>{N}) tokens"
+        r" \((?P<real>{N}) input \+ (?P<comp>{N}) output\)"
+    ),
+    # Cohere (2026): "size limit exceeded by E tokens. ... The limit for this model is L tokens."
+    _p(
+        r"too many tokens: size limit exceeded by (?P<over>{N}) tokens\.[^\n]{0,120}? the limit"
+        r" for this model is (?P<max>{N}) tokens"
+    ),
 )
 
 # The generic rule (``_generic``): vocabulary for wordings no pattern lists.
