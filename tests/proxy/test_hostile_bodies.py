@@ -5,6 +5,7 @@ upstream as it came, with a clean ``x-trimgate-skipped`` reason."""
 from __future__ import annotations
 
 import gzip
+import io
 from typing import Any
 
 import orjson
@@ -152,3 +153,31 @@ async def test_deep_tool_arguments_in_a_kept_turn_are_forwarded_untouched(
     )
     assert resp.status == 200 and resp.headers["x-trimgate-skipped"] == "too-deep"
     assert [r.body for r in stack.fake.requests] == [raw]
+
+
+async def test_a_body_of_too_many_objects_is_forwarded_as_it_came(make_stack: MakeStack) -> None:
+    # 150,000 tiny messages (about 4.6 MB): parsing them would hold the process
+    messages = [{"role": "user", "content": "x"} for _ in range(150_000)]
+    raw = orjson.dumps({"model": "small-1", "messages": messages})
+    stack = await make_stack()
+    resp = await stack.client.post(  # a large body goes as a stream (aiohttp's advice)
+        "/v1/chat/completions", data=io.BytesIO(raw), headers={"Content-Type": "application/json"}
+    )
+    assert resp.status == 200 and resp.headers["x-trimgate-skipped"] == "too-many-items"
+    assert [r.body for r in stack.fake.requests] == [raw]
+
+
+async def test_braces_inside_messages_are_not_objects(make_stack: MakeStack) -> None:
+    # a tool result of JSON text: its braces are in a string and count for nothing, so
+    # the history is examined (and trimmed to the small window) as any other
+    body = openai_chat(6, model="small-1")
+    body["messages"][2]["content"] = '{"a":{"b":1}}' * 120_000
+    stack = await make_stack()
+    resp = await stack.client.post(
+        "/v1/chat/completions",
+        data=io.BytesIO(orjson.dumps(body)),
+        headers={"Content-Type": "application/json"},
+    )
+    assert resp.status == 200
+    assert "x-trimgate-skipped" not in resp.headers
+    assert resp.headers["x-trimgate-trimmed"] == "true"
