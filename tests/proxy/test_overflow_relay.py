@@ -10,8 +10,8 @@ from typing import Any
 import orjson
 import pytest
 
-from tests.fakes import FakeProvider, Reply, json_reply, openai_ok, sse_data
-from tests.proxy.bodies import openai_chat, responses_input
+from tests.fakes import FakeProvider, Reply, anthropic_ok, json_reply, openai_ok, sse_data
+from tests.proxy.bodies import anthropic_messages, openai_chat, responses_input
 from tests.proxy.conftest import MakeStack
 from trimgate.providers.overflow import detect_overflow
 from trimgate.proxy import relay
@@ -270,3 +270,50 @@ async def test_an_upstreams_own_overflow_patterns_are_honoured_there_only(
     fake.then(json_reply({**openai_ok(10), "note": "sequence budget blown: 9000/4096"}))
     resp = await stack.client.post("/mine/v1/chat/completions", json=body)
     assert resp.status == 200 and len(fake.requests) == seen + 2
+
+
+WINDOW_STOP = {
+    "id": "msg_1",
+    "type": "message",
+    "role": "assistant",
+    "model": "glm-4.6",
+    "content": [],
+    "stop_reason": "model_context_window_exceeded",
+    "usage": {"input_tokens": 0, "output_tokens": 0},
+}
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_window_stop_before_any_output_is_retried(
+    make_stack: MakeStack, stream: bool
+) -> None:
+    # Z.ai's Anthropic endpoint answers an overflow with 200, no content and this
+    # stop_reason (as a stream: message_start, then message_delta saying so)
+    if stream:
+        start = {"type": "message_start", "message": {**WINDOW_STOP, "stop_reason": None}}
+        delta = {"type": "message_delta", "delta": {"stop_reason": WINDOW_STOP["stop_reason"]}}
+        first = Reply(
+            events=[
+                *sse_data(start, event="message_start"),
+                *sse_data(delta, event="message_delta"),
+                *sse_data({"type": "message_stop"}, event="message_stop"),
+            ]
+        )
+    else:
+        first = json_reply(WINDOW_STOP)
+    fake = FakeProvider().then(first, json_reply(anthropic_ok()))
+    stack = await make_stack(fake)
+    body = anthropic_messages(8, model="claude-sonnet-4-5")
+    resp = await stack.client.post("/v1/messages", json=body)
+    assert resp.status == 200 and len(fake.requests) == 2
+    assert resp.headers["x-trimgate-reason"] == "reactive"
+    assert (await resp.json())["content"] != []
+
+
+async def test_a_window_stop_after_output_is_the_answer(make_stack: MakeStack) -> None:
+    truncated = {**WINDOW_STOP, "content": [{"type": "text", "text": "partial answer"}]}
+    fake = FakeProvider().then(json_reply(truncated))
+    stack = await make_stack(fake)
+    resp = await stack.client.post("/v1/messages", json=anthropic_messages(8))
+    assert resp.status == 200 and len(fake.requests) == 1
+    assert (await resp.json()) == truncated

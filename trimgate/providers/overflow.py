@@ -104,6 +104,9 @@ def compile_patterns(sources: list[str] | tuple[str, ...]) -> Patterns:
     return tuple(compiled)
 
 
+_WINDOW_STOP: Final = b'"model_context_window_exceeded"'  # an Anthropic stop_reason
+
+
 def detect_overflow(
     status: int, body: bytes, *, wire_format: str, patterns: Patterns = ()
 ) -> Overflow | None:
@@ -122,8 +125,8 @@ def detect_overflow(
     head = body[:64].lstrip()
     if head[:5] == b"data:" or head[:6] in (b"event:", b"error:") or head[:1] == b":":
         return detect_stream_overflow(body, wire_format=wire_format, patterns=patterns)
-    if status < 400 and b"error" not in body:  # JSON keys and types are lower-case
-        return None
+    if status < 400 and b"error" not in body and _WINDOW_STOP not in body:
+        return None  # JSON keys and types are lower-case
     if not patterns and not _has_hint(body.lower()):
         return None
     facts = _body_facts(status, body, head)

@@ -157,6 +157,9 @@ def _walk_document(doc: Any, facts: _Facts, depth: int, *, error_status: bool) -
     choices = doc.get("choices")
     if isinstance(choices, list) and _walk_choices(choices, facts, depth):
         return True
+    if _window_stop(doc):
+        facts.codes.add(_WINDOW_STOP)
+        return True
     if isinstance(doc.get("error_message"), str) and doc["error_message"]:
         # DeepInfra's {"error_type": ..., "error_message": ...}, also as a stream chunk
         _walk_error(doc, facts, depth)
@@ -168,6 +171,32 @@ def _walk_document(doc: Any, facts: _Facts, depth: int, *, error_status: bool) -
     if error_status:
         _walk_error(doc, facts, depth)
         return True
+    return False
+
+
+_WINDOW_STOP: Final = "model_context_window_exceeded"
+
+
+def _window_stop(doc: dict[str, Any]) -> bool:
+    """An Anthropic-format answer that stopped at the context window before any output
+    (Z.ai's way of reporting an overflow, also Claude's when the prompt leaves no room): a
+    message with that ``stop_reason`` and no content, or the stream's ``message_delta``
+    saying so (the relay asks only before the first output). With output it is a
+    truncated answer, not an overflow."""
+    if doc.get("stop_reason") == _WINDOW_STOP:
+        content = doc.get("content")
+        if not isinstance(content, list):
+            return False
+        return (
+            all(
+                isinstance(block, dict) and block.get("type") == "text" and not block.get("text")
+                for block in content[:_MAX_ITEMS]
+            )
+            and len(content) <= _MAX_ITEMS
+        )
+    if doc.get("type") == "message_delta":
+        delta = doc.get("delta")
+        return isinstance(delta, dict) and delta.get("stop_reason") == _WINDOW_STOP
     return False
 
 
@@ -224,6 +253,13 @@ def _read_message(text: str) -> Overflow | None:
         over = _num(groups.get("over"))  # the excess over the limit ("exceeded by E tokens")
         if over is not None and limit is not None:
             real = limit + over
+        # a total that counts the output reservation without itemising it: a history grows
+        # a turn at a time, so one over twice the window is a max_tokens no prompt fits with
+        withres = _num(groups.get("withres"))
+        if withres is not None and limit is not None:
+            if withres > 2 * limit:
+                return _NOT_FIXABLE
+            real = withres
         parts = groups.get("parts")
         if parts:
             prompt_sum = comp_sum = 0

@@ -384,6 +384,20 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
         r"too many tokens: size limit exceeded by (?P<over>{N}) tokens\.[^\n]{0,120}? the limit"
         r" for this model is (?P<max>{N}) tokens"
     ),
+    # DashScope: "Input tokens length is P. Output tokens length is C. Range of total length
+    # should be less than or equal to L"
+    _p(
+        r"input tokens length is (?P<real>{N})\.? output tokens length is (?P<comp>{N})\.?"
+        r" range of total length should be less than or equal to (?P<max>{N})"
+    ),
+    # SiliconFlow: "number of input tokens (P) has exceeded max_prompt_tokens (L) limit."
+    _p(r"number of input tokens \((?P<real>{N})\) has exceeded max_prompt_tokens \((?P<max>{N})\)"),
+    # SiliconFlow: "max_total_tokens (T) must be less than or equal to max_seq_len (L)", where
+    # T is the prompt plus the max_tokens asked for (``withres``: see _read_message)
+    _p(
+        r"max_total_tokens \((?P<withres>{N})\) must be less than or equal to max_seq_len"
+        r" \((?P<max>{N})\)"
+    ),
 )
 
 # The generic rule (``_generic``): vocabulary for wordings no pattern lists.
