@@ -107,7 +107,8 @@ _PROMPT_PARTS_2: Final = frozenset({"text input", "tool input"})
 
 # A pattern's named groups: real (prompt tokens), max (window), comp (output reservation),
 # total (everything requested), parts (an itemised breadcrumb), over (the excess over max,
-# so real = max + over). Order: specific first.
+# so real = max + over), withres (prompt and output reservation, not itemised: over twice
+# max, no trim can help). Order: specific first.
 _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
     # vLLM >= 0.8: "... maximum context length is L tokens. However, you requested C output
     # tokens and your prompt contains at least P input tokens ..."
