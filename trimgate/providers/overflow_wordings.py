@@ -19,6 +19,7 @@ _HINTS: Final = (
     b"context",
     b"token",
     b"too long",
+    b"too_long",  # codes: characters_too_long, prompt_too_long
     b"too large",
     b"exceed",
     b"maximum",
@@ -77,6 +78,7 @@ _OVERFLOW_CODES: Final = frozenset(
         "model_context_window_exceeded",
         "context_exceeded",
         "too_many_prompt_tokens",  # Perplexity: "The total length of all messages is too long."
+        "characters_too_long",  # Baidu Qianfan: "the max input characters is N"
     }
 )
 
@@ -398,6 +400,14 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
     _p(
         r"max_total_tokens \((?P<withres>{N})\) must be less than or equal to max_seq_len"
         r" \((?P<max>{N})\)"
+    ),
+    # NovelAI: "ModelMaxLength: model 'M' has L tokens maximum, P tokens context requested"
+    _p(r"has (?P<max>{N}) tokens maximum, (?P<real>{N}) tokens context requested"),
+    # Gemini (PaLM-era wording): "Input request contains (P) tokens, which is more than the
+    # max tokens limit allowed: (L)"
+    _p(
+        r"input request contains \(?(?P<real>{N})\)? tokens,? which is more than the max tokens"
+        r" limit allowed:? \(?(?P<max>{N})\)?"
     ),
 )
 
