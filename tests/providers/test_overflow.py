@@ -279,7 +279,8 @@ def test_rate_limit_wording_wins_whatever_the_status() -> None:
     assert detect_overflow(400, body, wire_format="anthropic") is None
 
 
-@pytest.mark.parametrize("status", [401, 402, 403, 404, 429, 529])
+# (403 with a listed wording that states both counts is one: the test below)
+@pytest.mark.parametrize("status", [401, 402, 404, 429, 529])
 def test_statuses_that_are_never_overflows(status: int) -> None:
     body = _error_body("prompt is too long: 210000 tokens > 200000 maximum")
     assert detect_overflow(status, body, wire_format="anthropic") is None
@@ -920,3 +921,17 @@ def test_an_output_reservation_filling_the_window_is_unfixable_not_an_overflow()
 )
 def test_counts_of_inference_server_wordings(message: str, expected: Overflow) -> None:
     assert detect_overflow(400, _error_body(message), wire_format="openai") == expected
+
+
+def test_a_403_is_an_overflow_only_with_a_counted_listed_wording() -> None:
+    # Zed's cloud answers an overflow with 403; otherwise 403 is a refused credential
+    zed = b"Context window exceeded: 120002 tokens exceeds the limit of 120000 tokens"
+    assert detect_overflow(403, zed, wire_format="openai") == Overflow(120002, 120000)
+    words_only = b'{"error":{"message":"Context window exceeded for this key"}}'
+    assert detect_overflow(403, words_only, wire_format="openai") is None
+    quota = orjson.dumps(
+        {"error": {"message": zed.decode() + " Your quota for this key is exhausted."}}
+    )
+    assert detect_overflow(403, quota, wire_format="openai") is None
+    coded = orjson.dumps({"error": {"message": zed.decode(), "code": 403}})
+    assert detect_overflow(400, coded, wire_format="openai") is None  # a 403 in the body

@@ -333,7 +333,8 @@ def _generic(text: str) -> bool:
 
 
 def _decide(http_status: int, facts: _Facts, patterns: Patterns = ()) -> Overflow | None:
-    if http_status in _NEVER_STATUSES or any(s in _NEVER_STATUSES for s in facts.statuses):
+    never = http_status in _NEVER_STATUSES or any(s in _NEVER_STATUSES for s in facts.statuses)
+    if never and (http_status != 403 or facts.statuses or not _counted(facts.texts)):
         return None
     if facts.codes & _NEVER_CODES:
         return None
@@ -368,6 +369,24 @@ def _decide(http_status: int, facts: _Facts, patterns: Patterns = ()) -> Overflo
             return Overflow(facts.counts.get("n_prompt_tokens"), facts.counts.get("n_ctx"))
         return _pair(facts.texts) or found
     return found
+
+
+def _counted(texts: list[str]) -> bool:
+    """A listed wording that states both counts, an excess (Zed's cloud sends its overflow
+    with status 403, which otherwise means a refused credential: only this overrides it)."""
+    for text in texts:
+        if _never(text):
+            return False
+        found = _read_message(text)
+        if (
+            found is not None
+            and found is not _NOT_FIXABLE
+            and found.real is not None
+            and found.maximum is not None
+            and found.real > found.maximum
+        ):
+            return True
+    return False
 
 
 def _pair(texts: list[str]) -> Overflow | None:

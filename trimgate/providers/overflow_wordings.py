@@ -409,6 +409,20 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
         r"input request contains \(?(?P<real>{N})\)? tokens,? which is more than the max tokens"
         r" limit allowed:? \(?(?P<max>{N})\)?"
     ),
+    # llama.cpp (older servers, also behind LM Studio): "Cannot truncate prompt with n_keep
+    # (P) >= n_ctx (L)"
+    _p(r"cannot truncate prompt with n_keep \((?P<real>{N})\) >= n_ctx \((?P<max>{N})\)"),
+    # TabbyAPI (older): "Request length P + C is greater than max_seq_len L"
+    _p(r"request length (?P<real>{N}) \+ (?P<comp>{N}) is greater than max_seq_len (?P<max>{N})"),
+    # Kilo Code's gateway: "The maximum context length is L tokens. However, about T tokens
+    # were requested."
+    _p(
+        r"maximum context length is (?P<max>{N}) tokens?\.? however,? (?:about )?(?P<total>{N})"
+        r" tokens were requested"
+    ),
+    # Zed's cloud (with status 403): "Context window exceeded: P tokens exceeds the limit of
+    # L tokens"
+    _p(r"context window exceeded: (?P<real>{N}) tokens exceeds the limit of (?P<max>{N}) tokens"),
 )
 
 # The generic rule (``_generic``): vocabulary for wordings no pattern lists.
