@@ -79,6 +79,7 @@ _OVERFLOW_CODES: Final = frozenset(
         "context_exceeded",
         "too_many_prompt_tokens",  # Perplexity: "The total length of all messages is too long."
         "characters_too_long",  # Baidu Qianfan: "the max input characters is N"
+        "token_limit_exceeded",  # Glean (RFC 7807 problem details, 413)
     }
 )
 
@@ -138,8 +139,8 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
     ),
     # OpenAI / Azure / vLLM / FastChat / DeepSeek
     _p(
-        r"maximum context length is (?P<max>{N}) tokens?[.,]? however,? your messages resulted"
-        r" in (?:over )?(?P<real>{N}) tokens"
+        r"maximum context length is (?P<max>{N}) tokens?[.,]? however,? your"
+        r" (?:messages|prompt) resulted in (?:over )?(?P<real>{N}) tokens"
     ),
     # OpenAI / Azure / vLLM / DeepSeek / OpenRouter (itemised or not)
     _p(
