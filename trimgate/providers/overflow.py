@@ -45,6 +45,7 @@ import orjson
 from trimgate.providers.overflow_read import (
     _MAX_ITEMS,
     _NOT_FIXABLE,
+    WINDOW_STOP,
     Overflow,
     Patterns,
     _decide,
@@ -104,7 +105,8 @@ def compile_patterns(sources: list[str] | tuple[str, ...]) -> Patterns:
     return tuple(compiled)
 
 
-_WINDOW_STOP: Final = b'"model_context_window_exceeded"'  # an Anthropic stop_reason
+# the stop_reason an answer that may be an overflow carries, as it stands in the JSON
+WINDOW_STOP_JSON: Final = f'"{WINDOW_STOP}"'.encode()
 
 
 def detect_overflow(
@@ -125,7 +127,7 @@ def detect_overflow(
     head = body[:64].lstrip()
     if head[:5] == b"data:" or head[:6] in (b"event:", b"error:") or head[:1] == b":":
         return detect_stream_overflow(body, wire_format=wire_format, patterns=patterns)
-    if status < 400 and b"error" not in body and _WINDOW_STOP not in body:
+    if status < 400 and b"error" not in body and WINDOW_STOP_JSON not in body:
         return None  # JSON keys and types are lower-case
     if not patterns and not _has_hint(body.lower()):
         return None

@@ -158,7 +158,7 @@ def _walk_document(doc: Any, facts: _Facts, depth: int, *, error_status: bool) -
     if isinstance(choices, list) and _walk_choices(choices, facts, depth):
         return True
     if _window_stop(doc):
-        facts.codes.add(_WINDOW_STOP)
+        facts.codes.add(WINDOW_STOP)
         return True
     if isinstance(doc.get("error_message"), str) and doc["error_message"]:
         # DeepInfra's {"error_type": ..., "error_message": ...}, also as a stream chunk
@@ -174,7 +174,7 @@ def _walk_document(doc: Any, facts: _Facts, depth: int, *, error_status: bool) -
     return False
 
 
-_WINDOW_STOP: Final = "model_context_window_exceeded"
+WINDOW_STOP: Final = "model_context_window_exceeded"  # an Anthropic stop_reason
 
 
 def _window_stop(doc: dict[str, Any]) -> bool:
@@ -183,7 +183,7 @@ def _window_stop(doc: dict[str, Any]) -> bool:
     message with that ``stop_reason`` and no content, or the stream's ``message_delta``
     saying so (the relay asks only before the first output). With output it is a
     truncated answer, not an overflow."""
-    if doc.get("stop_reason") == _WINDOW_STOP:
+    if doc.get("stop_reason") == WINDOW_STOP:
         content = doc.get("content")
         if not isinstance(content, list):
             return False
@@ -196,7 +196,7 @@ def _window_stop(doc: dict[str, Any]) -> bool:
         )
     if doc.get("type") == "message_delta":
         delta = doc.get("delta")
-        return isinstance(delta, dict) and delta.get("stop_reason") == _WINDOW_STOP
+        return isinstance(delta, dict) and delta.get("stop_reason") == WINDOW_STOP
     return False
 
 

@@ -25,6 +25,7 @@ from aiohttp import web
 from trimgate.errors import UpstreamError
 from trimgate.providers.base import Codec
 from trimgate.providers.overflow import (
+    WINDOW_STOP_JSON,
     Overflow,
     Patterns,
     detect_unfixable,
@@ -47,7 +48,6 @@ STREAM_HOLD_LIMIT = 1024 * 1024
 STREAM_HOLD_SECONDS = 15.0
 SMALL_JSON_LIMIT = 64 * 1024  # a 200 JSON answer of known length up to this is read whole
 _CHOICE_ERROR = re.compile(rb'"finish_reason"\s*:\s*"error"')
-_WINDOW_STOP = b'"model_context_window_exceeded"'  # a stop_reason that may be an overflow
 _EVENT_SEPARATORS = (b"\r\n\r\n", b"\n\n", b"\r\r")
 Incoming = web.Request | FrontRequest  # aiohttp's request, or one trimgate's front parsed
 
@@ -93,7 +93,7 @@ async def sniff_overflow(
         if not complete and _may_be_error(head, _length(resp)):
             rest, complete = await up.read_head(resp, ERROR_BODY_LIMIT)
             head += rest
-        if complete and (b"error" in head or _WINDOW_STOP in head):
+        if complete and (b"error" in head or WINDOW_STOP_JSON in head):
             return (head, *_judge(codec, resp.status, head, patterns))
         return head, None, False
     return b"", None, False
@@ -121,7 +121,7 @@ def _may_be_error(first: bytes, length: int | None) -> bool:
     start = first[:256].lstrip()
     if start[:1] not in (b"{", b"["):
         return False
-    if b'"error"' in start or _CHOICE_ERROR.search(first) is not None or _WINDOW_STOP in first:
+    if b'"error"' in start or _CHOICE_ERROR.search(first) is not None or WINDOW_STOP_JSON in first:
         return True
     return length is not None and length <= SMALL_JSON_LIMIT
 

@@ -23,7 +23,7 @@ from trimgate.errors import DecodeError
 from trimgate.proxy.examine import Chat
 from trimgate.proxy.offload import Offload, heavy
 from trimgate.proxy.relay import Attempt
-from trimgate.trimming.pipeline import TrimReport
+from trimgate.trimming.pipeline import Policy, TrimReport
 from trimgate.trimming.policy import may_retry, next_attempt
 
 log = logging.getLogger("trimgate")
@@ -82,6 +82,16 @@ async def send_with_retries(
     return final, state
 
 
+async def replan(
+    chat: Chat, policy: Policy, max_body: int, offload: Offload
+) -> tuple[TrimReport, bytes]:
+    """``chat.replan``, in a worker thread when the body is large or compressed (as its
+    first examination was)."""
+    return await offload.run(
+        heavy(chat.body, bool(chat.encoding)), lambda: chat.replan(policy, max_body)
+    )
+
+
 def unresolved(final: Attempt, sent: TrimReport) -> str | None:
     """Why the answer relayed is an overflow error, or None: the error states an output
     reservation that alone fills the window (``output-reservation``: nothing was resent),
@@ -116,9 +126,7 @@ async def _retry(
         chat.policy, previous, last.overflow.real, last.overflow.maximum, retry=state.retries
     )
     try:
-        report, body = await offload.run(
-            heavy(chat.body, bool(chat.encoding)), lambda: chat.replan(policy, max_body)
-        )
+        report, body = await replan(chat, policy, max_body, offload)
     except DecodeError as exc:  # a body trimgate cannot re-encode (nesting too deep)
         log.warning(
             "a retry could not be planned; the provider's answer goes back",

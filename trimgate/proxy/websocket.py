@@ -43,9 +43,8 @@ from trimgate.proxy import h1
 from trimgate.proxy import upstream as up
 from trimgate.proxy.answers import error_response
 from trimgate.proxy.examine import Chat, InflatedTooLarge
-from trimgate.proxy.offload import heavy
 from trimgate.proxy.relay import Attempt
-from trimgate.proxy.retry import send_with_retries, unresolved
+from trimgate.proxy.retry import replan, send_with_retries, unresolved
 from trimgate.proxy.routing import Route
 from trimgate.proxy.signals import Outcome, attribution, record
 from trimgate.trimming.pipeline import TrimReport
@@ -835,8 +834,8 @@ class ResponsesMode:
             policy = next_attempt(chat.policy, chat.report, overflow.real, overflow.maximum)
             max_body = self.proxy.config.server.max_body_bytes
             try:
-                chat.report, chat.send_body = await self.proxy.offload.run(
-                    heavy(chat.body, bool(chat.encoding)), lambda: chat.replan(policy, max_body)
+                chat.report, chat.send_body = await replan(
+                    chat, policy, max_body, self.proxy.offload
                 )
             except Exception:
                 log.exception(
