@@ -291,6 +291,46 @@ def test_code_alone_is_an_overflow() -> None:
     assert detect_overflow(400, body, wire_format="openai") == Overflow(None, None)
 
 
+@pytest.mark.parametrize(
+    "code",
+    [
+        "tokens_too_long",
+        "model_max_prompt_tokens_exceeded",
+        "ContextLengthExceeded",
+        "InputTooLong",
+        "PROMPT_TOKEN_LIMIT_EXCEEDED",
+        "context-overflow",
+        "https://example.invalid/errors/token-limit-exceeded",
+    ],
+)
+def test_unlisted_codes_that_read_as_an_overflow(code: str) -> None:
+    body = orjson.dumps({"error": {"code": code, "message": "Request rejected"}})
+    assert detect_overflow(400, body, wire_format="openai") == Overflow(None, None)
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "max_tokens_per_request",
+        "token_quota_exceeded",
+        "RateLimitExceeded.EndpointTPMExceeded",
+        "request_too_large",
+        "string_above_max_length",
+        "output_tokens_exceeded",
+        "max_completion_tokens_too_large",
+        "image_input_too_large",
+        "tool_schema_too_long",
+        "daily_token_limit_exceeded",
+        "budget_exceeded",
+        "a very long sentence that a server put where a code goes, saying the context "
+        "window was exceeded",
+    ],
+)
+def test_codes_that_do_not_read_as_an_overflow(code: str) -> None:
+    body = orjson.dumps({"error": {"code": code, "message": "Request rejected"}})
+    assert detect_overflow(400, body, wire_format="openai") is None
+
+
 def test_structured_counts_fill_in_a_bare_message() -> None:
     body = orjson.dumps(
         {
@@ -643,8 +683,8 @@ def test_error_inside_a_choice_with_status_200() -> None:
     ],
 )
 def test_generic_rule_recognises_unlisted_wordings(message: str) -> None:
-    assert detect_overflow(400, _error_body(message), wire_format="openai") == Overflow(None, None)
-    assert detect_overflow(200, _error_body(message), wire_format="openai") == Overflow(None, None)
+    assert detect_overflow(400, _error_body(message), wire_format="openai") is not None
+    assert detect_overflow(200, _error_body(message), wire_format="openai") is not None
     # Never on a 5xx (a server's own pool running out) nor on a success body.
     assert detect_overflow(500, _error_body(message), wire_format="openai") is None
     success = {"choices": [{"index": 0, "message": {"role": "assistant", "content": message}}]}
@@ -679,6 +719,7 @@ def test_generic_rule_recognises_unlisted_wordings(message: str) -> None:
         "Input field 'user' too long",
         "metadata.user_id: input too long",
         "The input JSON is too large; maximum size 10MB",
+        "stop token length too long.",  # LightLLM: a stop sequence, not the prompt
         # Chinese quota, balance, rate, concurrency, auth, safety, output and media wordings
         "授权错误：日流控超限。超过当日最大访问量的限制",
         "授权错误：秒级流控超限。秒级并发超过授权路数限制",
@@ -749,6 +790,40 @@ def test_generic_rule_never_fires_on_look_alikes(message: str) -> None:
     ],
 )
 def test_counts_of_new_wordings(message: str, expected: Overflow) -> None:
+    assert detect_overflow(400, _error_body(message), wire_format="openai") == expected
+
+
+@pytest.mark.parametrize(
+    ("message", "expected"),
+    [
+        ("Number of tokens (2662) exceeded maximum context length (512).", Overflow(2662, 512)),
+        (
+            "Your prompt has 9000 tokens but the model only supports up to 8192 tokens",
+            Overflow(9000, 8192),
+        ),
+        (
+            "Too many input tokens. Max input tokens: 8192, request input token count: 9000",
+            Overflow(9000, 8192),
+        ),
+        ("Token count 9,000 exceeds model capacity of 8,192", Overflow(9000, 8192)),
+        # the same counts twice (message and details) and the error's own code
+        (
+            'Prompt exceeds context: 9000 > 8192 tokens. {"code": 400, "detail": "9000 > 8192"}',
+            Overflow(9000, 8192),
+        ),
+        # three counts, or an output named beside a total: never guessed at
+        ("Input 9000 tokens exceeds context window 8192 by 808 tokens", Overflow(None, None)),
+        ("Input and output tokens (9000) exceed the context window (8192)", Overflow(None, None)),
+        # ids, sizes and decimals are no counts
+        (
+            "Prompt exceeds context window 8192 (request req_9000abc, 10MB, v1.5000)",
+            Overflow(None, None),
+        ),
+        # a prompt over 64 times the number beside it: that number is no window
+        ("Prompt exceeds the context window: 900000 tokens, see section 120", Overflow(None, None)),
+    ],
+)
+def test_two_counts_of_an_unlisted_wording(message: str, expected: Overflow) -> None:
     assert detect_overflow(400, _error_body(message), wire_format="openai") == expected
 
 
@@ -923,12 +998,20 @@ def test_counts_of_inference_server_wordings(message: str, expected: Overflow) -
     assert detect_overflow(400, _error_body(message), wire_format="openai") == expected
 
 
-def test_a_403_is_an_overflow_only_with_a_counted_listed_wording() -> None:
+def test_a_403_is_an_overflow_only_when_it_says_the_window_is_exceeded() -> None:
     # Zed's cloud answers an overflow with 403; otherwise 403 is a refused credential
     zed = b"Context window exceeded: 120002 tokens exceeds the limit of 120000 tokens"
     assert detect_overflow(403, zed, wire_format="openai") == Overflow(120002, 120000)
-    words_only = b'{"error":{"message":"Context window exceeded for this key"}}'
-    assert detect_overflow(403, words_only, wire_format="openai") is None
+    words_only = b'{"error":{"message":"Context window exceeded for this model"}}'
+    assert detect_overflow(403, words_only, wire_format="openai") == Overflow(None, None)
+    coded_403 = b'{"error":{"message":"Request failed","code":"prompt_tokens_exceeded"}}'
+    assert detect_overflow(403, coded_403, wire_format="openai") == Overflow(None, None)
+    for refused in (
+        b'{"error":{"message":"This key may not use a context window over 32k"}}',
+        b'{"error":{"message":"Prompt is too long for a free account"}}',
+        b'{"error":{"message":"Forbidden: token has expired"}}',
+    ):
+        assert detect_overflow(403, refused, wire_format="openai") is None, refused
     quota = orjson.dumps(
         {"error": {"message": zed.decode() + " Your quota for this key is exhausted."}}
     )

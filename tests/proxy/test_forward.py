@@ -426,6 +426,40 @@ async def test_error_json_with_status_200_is_recognised(make_stack: MakeStack) -
     assert len(fake.requests) == 2
 
 
+@pytest.mark.parametrize(
+    ("status", "body", "retry_budget"),
+    [
+        # Zed's cloud: an overflow with status 403, counts stated
+        (403, b"Context window exceeded: 9000 tokens exceeds the limit of 8000 tokens", True),
+        # a 403 naming the window as exceeded, no counts
+        (403, b'{"error":{"message":"Context window exceeded for this model"}}', False),
+        # LightLLM answers with status 417
+        (417, b'{"message":"the input prompt token len 9000 + max_new_tokens 100 > 8100"}', True),
+        # an unlisted code, no words
+        (400, b'{"error":{"code":"PromptTooLong","message":"Request rejected"}}', False),
+        # an unlisted wording with exactly two counts
+        (
+            400,
+            b'{"error":{"message":"The engine prompt length 9000 exceeds the limit 8000"}}',
+            True,
+        ),
+    ],
+)
+async def test_unlisted_overflows_are_retried_end_to_end(
+    make_stack: MakeStack, status: int, body: bytes, retry_budget: bool
+) -> None:
+    fake = FakeProvider(lambda r: json_reply(openai_ok(10))).then(Reply(status=status, body=body))
+    stack = await make_stack(fake)
+    resp = await stack.client.post("/v1/chat/completions", json=openai_chat(12, model="gpt-4o"))
+    assert resp.status == 200 and (await resp.json())["choices"]
+    assert resp.headers["x-trimgate-reason"] == "reactive"
+    assert len(fake.requests) == 2
+    first, second = (len(orjson.loads(r.body)["messages"]) for r in fake.requests)
+    # stated counts aim the retry at the deficit (about 8/9 of the prompt); without counts it
+    # aims at 2/3
+    assert (second > first * 3 // 4) is retry_budget, (first, second)
+
+
 NEGATIVES = [e for e in CORPUS if not e["overflow"]]
 
 

@@ -10,7 +10,12 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from trimgate.providers.overflow_wordings import (
+    _CODE_COUNT_RE,
+    _CODE_EXCESSES,
+    _CODE_EXCLUDES,
     _CODE_KEYS,
+    _CODE_SUBJECTS,
+    _COUNT_RE,
     _CTX_SIZE_RE,
     _GEN_CONTEXT_RE,
     _GEN_EXCESS_RE,
@@ -24,10 +29,12 @@ from trimgate.providers.overflow_wordings import (
     _GENERIC_STATUSES,
     _HINTS,
     _KV_SIZE_RE,
+    _MAX_CODE_LENGTH,
     _NEST_KEYS,
     _NEVER_CODES,
     _NEVER_STATUSES,
     _NEVER_WORDS,
+    _OUTPUT_WORD_RE,
     _OVERFLOW_CODES,
     _PAIR_RE,
     _PART_RE,
@@ -37,6 +44,7 @@ from trimgate.providers.overflow_wordings import (
     _RATE_HINTS,
     _RATE_RE,
     _STATUS_KEYS,
+    _STRONG_RE,
     _TEXT_KEYS,
 )
 
@@ -55,6 +63,7 @@ _MAX_DEPTH: Final = 6
 _MAX_ITEMS: Final = 16
 
 _decoder: Final = json.JSONDecoder()
+_CAMEL_RE: Final = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 
 
 class _Facts:
@@ -89,6 +98,9 @@ def _walk_error(node: Any, facts: _Facts, depth: int) -> None:
         if isinstance(value, str):
             if value:
                 facts.codes.add(value.lower())
+                if len(value) <= _MAX_CODE_LENGTH and _CAMEL_RE.search(value) is not None:
+                    # "InputTooLong" is also read as "input_too_long"
+                    facts.codes.add(_CAMEL_RE.sub("_", value).lower())
         elif isinstance(value, int) and not isinstance(value, bool) and 100 <= value <= 599:
             facts.statuses.append(value)
     for key in _STATUS_KEYS:
@@ -334,7 +346,7 @@ def _generic(text: str) -> bool:
 
 def _decide(http_status: int, facts: _Facts, patterns: Patterns = ()) -> Overflow | None:
     never = http_status in _NEVER_STATUSES or any(s in _NEVER_STATUSES for s in facts.statuses)
-    if never and (http_status != 403 or facts.statuses or not _counted(facts.texts)):
+    if never and (http_status != 403 or facts.statuses or not _forbidden_overflow(facts)):
         return None
     if facts.codes & _NEVER_CODES:
         return None
@@ -352,7 +364,7 @@ def _decide(http_status: int, facts: _Facts, patterns: Patterns = ()) -> Overflo
             found = _custom(text, patterns)
             if found is not None:
                 break
-    if found is None and facts.codes & _OVERFLOW_CODES:
+    if found is None and _overflow_code(facts.codes):
         found = Overflow(None, None)
     status = _effective_status(http_status, facts)
     if found is None and status in _GENERIC_STATUSES and any(map(_generic, facts.texts)):
@@ -360,6 +372,10 @@ def _decide(http_status: int, facts: _Facts, patterns: Patterns = ()) -> Overflo
     if found is None and (
         (400 <= status < 500 and any(_KV_SIZE_RE.search(text) for text in facts.texts))
         or (400 <= status <= 500 and any(_CTX_SIZE_RE.search(text) for text in facts.texts))
+        or (
+            (400 <= status < 500 or status in _GENERIC_STATUSES)
+            and any(_STRONG_RE.search(text) for text in facts.texts)
+        )
     ):
         found = Overflow(None, None)
     if found is None:
@@ -371,9 +387,37 @@ def _decide(http_status: int, facts: _Facts, patterns: Patterns = ()) -> Overflo
     return found
 
 
+def _overflow_code(codes: set[str]) -> bool:
+    """A listed overflow code, or one no table lists that reads as one: a prompt-side
+    subject and an excess, and no output, rate, quota, byte or media word."""
+    if codes & _OVERFLOW_CODES:
+        return True
+    for code in codes:
+        if len(code) > _MAX_CODE_LENGTH:
+            continue
+        word = code.replace("-", "_").replace(".", "_").replace(" ", "_")
+        if (
+            any(s in word for s in _CODE_SUBJECTS)
+            and any(e in word for e in _CODE_EXCESSES)
+            and not any(x in word for x in _CODE_EXCLUDES)
+        ):
+            return True
+    return False
+
+
+def _forbidden_overflow(facts: _Facts) -> bool:
+    """A 403 that is an overflow all the same (Zed's cloud sends its overflow so; a 403
+    otherwise means a refused credential): an overflow code, a sentence that names the
+    context window as exceeded, or a listed wording that states both counts, an excess."""
+    if any(map(_never, facts.texts)):
+        return False
+    if _overflow_code(facts.codes) or any(_STRONG_RE.search(text) for text in facts.texts):
+        return True
+    return _counted(facts.texts)
+
+
 def _counted(texts: list[str]) -> bool:
-    """A listed wording that states both counts, an excess (Zed's cloud sends its overflow
-    with status 403, which otherwise means a refused credential: only this overrides it)."""
+    """A listed wording that states both counts, an excess."""
     for text in texts:
         if _never(text):
             return False
@@ -390,14 +434,46 @@ def _counted(texts: list[str]) -> bool:
 
 
 def _pair(texts: list[str]) -> Overflow | None:
-    """The counts of a recognised wording that states them only as one "(N > M)"."""
+    """The counts of a recognised wording that states them only as one "(N > M)", or,
+    with no such pair, as exactly two counts (``_two_counts``)."""
     pairs = [m for text in texts for m in _PAIR_RE.finditer(text)]
+    if not pairs:
+        return _two_counts(texts)
     if len(pairs) != 1:
         return None
     real, limit = _num(pairs[0].group("real")), _num(pairs[0].group("max"))
     return (
         Overflow(real, limit) if real is not None and limit is not None and real > limit else None
     )
+
+
+_MIN_COUNT: Final = 100  # smaller numbers are indices, codes and percentages
+_MAX_SHARE: Final = 64  # a prompt at most 64 times its window (4097 against 192871 is 47)
+
+
+def _two_counts(texts: list[str]) -> Overflow | None:
+    """The counts of a recognised wording that states exactly two (of at least 100): the
+    larger is the prompt, the smaller the window it exceeds ("The engine prompt length
+    140000 exceeds the max_model_len 131072", "maximum context length is 8192 tokens, your
+    prompt has 9000"). Three or more counts, or a message that names an output (a total may
+    hold its reservation), are never guessed at; a message repeated (as ``message`` and
+    ``details``) counts once, an error's own code or status not at all."""
+    counts: set[int] = set()
+    for text in texts:
+        scanned = text[:4096]
+        if _OUTPUT_WORD_RE.search(scanned) is not None:
+            return None  # a total that may hold an output reservation
+        for match in _COUNT_RE.finditer(scanned):
+            value = int(match.group(1).replace(",", ""))
+            before = scanned[max(0, match.start() - 12) : match.start()]
+            if value >= _MIN_COUNT and _CODE_COUNT_RE.search(before) is None:
+                counts.add(value)
+                if len(counts) > 2:
+                    return None
+    if len(counts) != 2:
+        return None
+    real, limit = max(counts), min(counts)
+    return Overflow(real, limit) if real > limit and real <= limit * _MAX_SHARE else None
 
 
 def _has_hint(lowered: bytes) -> bool:

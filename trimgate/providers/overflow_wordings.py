@@ -20,6 +20,8 @@ _HINTS: Final = (
     b"token",
     b"too long",
     b"too_long",  # codes: characters_too_long, prompt_too_long
+    b"toolong",  # codes: InputTooLong
+    b"toolarge",
     b"too large",
     b"exceed",
     b"maximum",
@@ -83,6 +85,57 @@ _OVERFLOW_CODES: Final = frozenset(
     }
 )
 
+# The generic rule for codes no table lists (``type``, ``code``, ``reason``... values, and
+# RFC 7807 ``type`` URLs), read as substrings of the lower-cased code with ``-``, ``.`` and
+# spaces as ``_``: a prompt-side subject and an excess, and no output, rate, quota, byte or
+# media word ("tokens_too_long", "model_max_prompt_tokens_exceeded", "ContextLengthExceeded",
+# ".../errors/token-limit-exceeded"; never "max_tokens_per_request" or "token_quota_exceeded").
+_CODE_SUBJECTS: Final = ("context", "prompt", "input", "token", "length", "character", "window")
+_CODE_EXCESSES: Final = (
+    "exceed",
+    "too_long",
+    "toolong",
+    "too_large",
+    "toolarge",
+    "too_big",
+    "overflow",
+    "limit_reached",
+    "limitreached",
+    "over_limit",
+)
+_CODE_EXCLUDES: Final = (
+    "output",
+    "completion",
+    "max_new",
+    "generat",
+    "rate",
+    "quota",
+    "minute",
+    "hour",
+    "daily",
+    "month",
+    "request",
+    "body",
+    "payload",
+    "byte",
+    "image",
+    "file",
+    "string",
+    "batch",
+    "embed",
+    "tool",
+    "function",
+    "schema",
+    "item",
+    "field",
+    "time",
+    "response",
+    "usage",
+    "budget",
+    "balance",
+    "credit",
+)
+_MAX_CODE_LENGTH: Final = 80  # longer "codes" are sentences, read as messages only
 _RATE_RE: Final = re.compile(
     r"rate[ _-]?limit|tokens? per (?:min|minute|hour|day)\b|requests? per (?:min|minute|day)\b"
     r"|\b(?:tpm|rpm|tpd|rpd|itpm|otpm)\b|quota|too many requests|throttl"
@@ -102,10 +155,13 @@ def _p(pattern: str) -> re.Pattern[str]:
 # Itemised parts of a "you requested T tokens (...)" message.
 _PART_RE: Final = _p(
     r"(?P<n>{N}) (?:in|of|for) (?:the |your )?"
-    r"(?P<what>messages|prompt|functions|tools?|text input|tool input|completion|output)\b"
+    r"(?P<what>messages|prompt|functions|tools?|(?:text|tool|image|audio|file) input|completion"
+    r"|output)\b"
 )
 _PROMPT_PARTS: Final = frozenset({"messages", "prompt", "functions", "tool", "tools"})
-_PROMPT_PARTS_2: Final = frozenset({"text input", "tool input"})
+_PROMPT_PARTS_2: Final = frozenset(
+    {"text input", "tool input", "image input", "audio input", "file input"}
+)
 
 
 # A pattern's named groups: real (prompt tokens), max (window), comp (output reservation),
@@ -424,6 +480,18 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
     # Zed's cloud (with status 403): "Context window exceeded: P tokens exceeds the limit of
     # L tokens"
     _p(r"context window exceeded: (?P<real>{N}) tokens exceeds the limit of (?P<max>{N}) tokens"),
+    # LightLLM (status 417): "the input prompt token len P + max_new_tokens C > L"
+    _p(
+        r"\bprompt token len (?P<real>{N})\s*\+\s*max_new_tokens\s*(?P<comp>{N})\s*>\s*"
+        r"(?P<max>{N})"
+    ),
+    # llamafile's server (plain text, status 500): a prompt the slot cannot prefill
+    _p(r"^\s*out_of_context\s*$"),
+    # new-api relays (status 500, code maximum_context_length_failed)
+    _p(r"\bmaximum context length failed\b"),
+    # OpenAI's embeddings and Responses ``input``: "Invalid 'input': maximum context length is
+    # L tokens."
+    _p(r"invalid 'input': maximum context length is (?P<max>{N}) tokens"),
 )
 
 # The generic rule (``_generic``): vocabulary for wordings no pattern lists.
@@ -456,7 +524,8 @@ _GEN_EXCLUDE_RE: Final = _p(
     r"|\bbytes?\b|\b[kmg]i?b\b|\d ?[kmg]i?b\b|megabytes|\bjson\b"
     r"|image|audio|video|file|attachment|document|pdf"
     r"|payload|request body|body size|string too long|expected a string|array too long"
-    r"|\bitems?\b|\btools?\b|function|schema|stop sequences?|\bn\b must|embedding|\bbatch\b"
+    r"|\bitems?\b|\btools?\b|function|schema|stop (?:sequences?|tokens?|words?)|\bn\b must"
+    r"|embedding|\bbatch\b"
     # time limits ("context deadline exceeded" of Go servers) and per-period quotas
     r"|deadline|time ?out|timed out|\b(?:daily|hourly|monthly|today)\b"
     r"|\b(?:for|per|this|each) (?:the )?(?:day|hour|month|minute)\b"
@@ -565,7 +634,20 @@ _KV_SIZE_RE: Final = _p(r"input prompt is too big compared to kv size")
 # request: llama.cpp issue 19774). A smaller prompt leaves the room; mid-stream, after
 # output, nothing is an overflow anyway.
 _CTX_SIZE_RE: Final = _p(r"context size has been exceeded")
+# A sentence that names the context window as exceeded, whoever sends it: with it, a 403
+# is an overflow too (Zed's cloud), as with a listed wording stating both counts.
+_STRONG_RE: Final = _p(
+    r"\bcontext(?:[ _-]?(?:window|length|size|limit))? (?:is )?(?:exceeded|overflow)"
+    r"|\bexceeds? (?:the )?(?:model'?s )?(?:maximum )?context[ _-]?(?:window|length|size|limit)\b"
+)
 
+# A count in a recognised wording that states exactly two (``_two_counts``): digits that are
+# not part of an id, a size ("10MB"), a date or a decimal.
+_COUNT_RE: Final = re.compile(r"(?<![\w.\-/])(\d{1,3}(?:,\d{3})+|\d+)(?![\w/]|[.\-]\d|,\d)")
+# ... and not an error's own code or status ("code": 400 in JSON quoted inside a message)
+_CODE_COUNT_RE: Final = _p(r"(?:code|status)\W{0,4}$")
+# A total that may hold an output reservation is never split into a prompt and a window.
+_OUTPUT_WORD_RE: Final = _p(r"output|completion|prediction|generat|max_(?:new_)?tokens")
 # Counts a recognised wording states only as "(N > M)" ("Token sequence length is longer
 # than the specified maximum sequence length for this model (1336 > 512)").
 _PAIR_RE: Final = _p(r"\(\s*(?P<real>\d[\d,]*)\s*>\s*(?P<max>\d[\d,]*)\s*\)")
