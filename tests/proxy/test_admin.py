@@ -9,6 +9,7 @@ the method, the token or the port.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import gc
 import socket
@@ -29,6 +30,18 @@ from trimgate.proxy.serve import GC_THRESHOLDS, run_server
 
 TIMEOUT = 5.0
 TOKEN = "s3cret"
+
+
+def _basic(user: str, password: str) -> str:
+    return base64.b64encode(f"{user}:{password}".encode()).decode()
+
+
+def _basic_part(value: str) -> str:
+    """The base64 part of a Basic credential (a NUL, in no header, for any other value)."""
+    scheme, _, rest = value.partition(" ")
+    return rest if scheme == "Basic" else "\0"
+
+
 GUARDED = ["/metrics", "/api/events/history", "/api/events", "/api/ws"]
 OPEN = ["/healthz", "/readyz"]
 WRONG_AUTH = [
@@ -331,6 +344,12 @@ async def test_stop_does_not_wait_for_connected_subscribers(admin: bool) -> None
         ("POST", "/v1/messages", {"x-api-key": TOKEN}),
         ("POST", f"/v1beta/models/g:generateContent?alt=sse&key={TOKEN}", {}),
         ("POST", "/v1beta/models/g:generateContent", {"x-goog-api-key": TOKEN}),
+        # Basic, Proxy-Authorization, a cookie, another query name
+        ("GET", "/metrics/", {"Authorization": "Basic " + _basic("scraper", TOKEN)}),
+        ("GET", "/metrics/", {"Authorization": "Basic " + _basic(TOKEN, "")}),
+        ("GET", "/metrics/", {"Proxy-Authorization": f"Bearer {TOKEN}"}),
+        ("GET", "/metrics/", {"Cookie": f"theme=dark; admin={TOKEN}; x=1"}),
+        ("POST", f"/v1/chat/completions?token={TOKEN}", {}),
     ],
 )
 async def test_the_admin_token_never_goes_upstream(
@@ -344,7 +363,25 @@ async def test_the_admin_token_never_goes_upstream(
     assert stack.fake.requests == []
     # another credential on the same paths is forwarded as usual
     other = {k: v.replace(TOKEN, "sk-user") for k, v in headers.items()}
+    other = {k: v.replace(_basic_part(v), _basic("scraper", "sk-user")) for k, v in other.items()}
     resp = await stack.client.request(
         method, path.replace(TOKEN, "sk-user"), headers=other, json=openai_chat(1)
     )
+    assert resp.status == 200 and len(stack.fake.requests) == 1
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"Authorization": f"Bearer sk-{TOKEN}-user"},  # the token inside a longer key
+        {"Cookie": f"session=x{TOKEN}"},
+        {"User-Agent": f"agent/{TOKEN}"},  # not a credential header
+        {"Authorization": "Basic " + _basic("user", "pass" + TOKEN)},
+    ],
+)
+async def test_a_credential_that_only_contains_the_admin_token_is_forwarded(
+    make_stack: MakeStack, headers: dict[str, str]
+) -> None:
+    stack = await make_stack(server={"admin_token": TOKEN})
+    resp = await stack.client.post("/v1/chat/completions", headers=headers, json=openai_chat(1))
     assert resp.status == 200 and len(stack.fake.requests) == 1

@@ -15,10 +15,13 @@ Nothing a client sends is lost: a body trimgate cannot read is forwarded as it c
 from __future__ import annotations
 
 import asyncio
+import base64
+import contextlib
 import functools
 import hmac
 import logging
 import random
+import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -532,27 +535,44 @@ def _record(outcome: Outcome, metrics: Metrics, hub: EventHub, status: int) -> N
 
 
 # Where a client puts a credential: the admin token in any of them is never forwarded.
-_CREDENTIAL_HEADERS = ("Authorization", "x-api-key", "x-goog-api-key", "api-key")
+_CREDENTIAL_HEADERS = (
+    "Authorization",
+    "Proxy-Authorization",
+    "x-api-key",
+    "x-goog-api-key",
+    "api-key",
+    "Cookie",
+)
+# A credential value's pieces: "Bearer <t>", "Basic <base64 of user:t>", "a=b; admin=<t>"
+_PIECES = re.compile(rb"[\s,;=:]+")
 
 
 def _carries(request: Incoming, token: bytes) -> bool:
-    """Whether ``request`` carries the admin ``token`` as a credential (in constant time
-    for each value compared)."""
+    """Whether ``request`` carries the admin ``token`` as a credential, whatever the form:
+    a piece of a credential header (a scheme's argument, a cookie's value, a Basic
+    user:password pair decoded) or a query value. Each piece is compared in constant
+    time, and only whole pieces: a short token never refuses an unrelated request."""
+    pieces: list[bytes] = []
     for name in _CREDENTIAL_HEADERS:
         for value in request.headers.getall(name, ()):
-            given = value.encode("utf-8", "surrogateescape").strip()
-            words = given.split(None, 1)  # "Bearer<TAB>token" too
-            if len(words) == 2 and words[0].lower() in (b"bearer", b"basic", b"token"):
-                given = words[1].strip()
-            if hmac.compare_digest(given, token):
-                return True
-    query = request.raw_path.partition("?")[2]
-    if "key=" in query:  # Gemini's ?key=
-        for name, value in parse_qsl(query, keep_blank_values=True):
             given = value.encode("utf-8", "surrogateescape")
-            if name == "key" and hmac.compare_digest(given, token):
-                return True
-    return False
+            words = given.split(None, 1)
+            if len(words) == 2 and words[0].lower() == b"basic":
+                with contextlib.suppress(ValueError):  # binascii.Error: not base64
+                    given += b":" + base64.b64decode(words[1].strip(), validate=True)
+            pieces.extend(_PIECES.split(given))
+    query = request.raw_path.partition("?")[2]
+    if query:
+        pieces.extend(
+            value.encode("utf-8", "surrogateescape")
+            for _, value in parse_qsl(query, keep_blank_values=True)
+        )
+    size = len(token)
+    found = False
+    for piece in pieces:
+        if len(piece) == size:
+            found |= hmac.compare_digest(piece, token)
+    return found
 
 
 def _unreadable_encodings(accept: str) -> bool:
