@@ -432,7 +432,7 @@ class Proxy:
             headers.popall("Content-Encoding")
         t = time.perf_counter()
         resp = await self._client().request(method, url, headers, payload)
-        if resp.status < 100:  # 000-099 parse as three digits but are no HTTP status
+        if not 100 <= resp.status <= 599:  # 000-099 and 600-999 parse, but are no status
             resp.close()
             raise UpstreamError(f"upstream sent an invalid status code ({resp.status:03d})")
         self.metrics.for_upstream(route.name)[1].observe(time.perf_counter() - t)
