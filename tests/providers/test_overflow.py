@@ -811,8 +811,14 @@ def test_counts_of_new_wordings(message: str, expected: Overflow) -> None:
             'Prompt exceeds context: 9000 > 8192 tokens. {"code": 400, "detail": "9000 > 8192"}',
             Overflow(9000, 8192),
         ),
-        # three counts, or an output named beside a total: never guessed at
-        ("Input 9000 tokens exceeds context window 8192 by 808 tokens", Overflow(None, None)),
+        # a limit and a larger count in one sentence, whatever else it states
+        ("Input 9000 tokens exceeds context window 8192 by 808 tokens", Overflow(9000, 8192)),
+        (
+            "The model's max context length is 8192; however, you sent 9000 tokens in 12 parts",
+            Overflow(9000, 8192),
+        ),
+        # three counts without that shape, or an output named beside a total: never guessed
+        ("Context exceeded: 9000, 8192 and 808 tokens", Overflow(None, None)),
         ("Input and output tokens (9000) exceed the context window (8192)", Overflow(None, None)),
         # ids, sizes and decimals are no counts
         (
@@ -824,6 +830,32 @@ def test_counts_of_new_wordings(message: str, expected: Overflow) -> None:
     ],
 )
 def test_two_counts_of_an_unlisted_wording(message: str, expected: Overflow) -> None:
+    assert detect_overflow(400, _error_body(message), wire_format="openai") == expected
+
+
+@pytest.mark.parametrize(
+    ("message", "expected"),
+    [
+        # the limit first, then the larger count
+        (
+            "This model's maximum prompt size is 32768 but the request holds 40000 tokens",
+            Overflow(40000, 32768),
+        ),
+        ("Context limit: 8,192 tokens; your conversation has 9,310 tokens", Overflow(9310, 8192)),
+        # the count first, then the limit
+        (
+            "The request's 140000 tokens exceed the model's maximum window of 131072",
+            Overflow(140000, 131072),
+        ),
+        # a count no larger than the limit, an output named, or no tokens: not this rule
+        ("maximum context length is 8192 tokens, you sent 4000 tokens", None),
+        ("Limit 8192 tokens; the request has 9000 tokens with 2000 output tokens", None),
+        ("Payload limit is 20000000 but the request has 20054016", None),
+    ],
+)
+def test_a_limit_and_a_larger_count_in_unlisted_wordings(
+    message: str, expected: Overflow | None
+) -> None:
     assert detect_overflow(400, _error_body(message), wire_format="openai") == expected
 
 

@@ -10,6 +10,10 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from trimgate.providers.overflow_wordings import (
+    _CLAIM_COUNT_FIRST_RE,
+    _CLAIM_LIMIT_FIRST_RE,
+    _CLAIM_OUTPUT_RE,
+    _CLAIM_TOKENS_RE,
     _CODE_COUNT_RE,
     _CODE_EXCESSES,
     _CODE_EXCLUDES,
@@ -344,6 +348,27 @@ def _generic(text: str) -> bool:
     return _GEN_SUBJECT_RE.search(text) is not None and _GEN_LIMIT_RE.search(text) is not None
 
 
+def _claimed(text: str) -> Overflow | None:
+    """A wording no table lists that states a limit and a larger count in one sentence,
+    either order ("maximum prompt length is 131072 but the request contains 136973
+    tokens"): read in a message that says "tokens", names no output, and has no byte,
+    media, schema or time word (``_GEN_EXCLUDE_RE``). The count is at most 64 times the
+    limit, and the limit at least 100."""
+    if _CLAIM_TOKENS_RE.search(text) is None or _CLAIM_OUTPUT_RE.search(text) is not None:
+        return None
+    if _GEN_EXCLUDE_RE.search(text) is not None:
+        return None
+    for claim in (_CLAIM_LIMIT_FIRST_RE, _CLAIM_COUNT_FIRST_RE):
+        match = claim.search(text)
+        if match is None:
+            continue
+        real = int(match.group("real").replace(",", ""))
+        limit = int(match.group("max").replace(",", ""))
+        if _MIN_COUNT <= limit < real <= limit * _MAX_SHARE:
+            return Overflow(real, limit)
+    return None
+
+
 def _decide(http_status: int, facts: _Facts, patterns: Patterns = ()) -> Overflow | None:
     never = http_status in _NEVER_STATUSES or any(s in _NEVER_STATUSES for s in facts.statuses)
     if never and (http_status != 403 or facts.statuses or not _forbidden_overflow(facts)):
@@ -367,6 +392,11 @@ def _decide(http_status: int, facts: _Facts, patterns: Patterns = ()) -> Overflo
     if found is None and _overflow_code(facts.codes):
         found = Overflow(None, None)
     status = _effective_status(http_status, facts)
+    if found is None and status in _GENERIC_STATUSES:
+        for text in facts.texts:
+            found = _claimed(text)
+            if found is not None:
+                break
     if found is None and status in _GENERIC_STATUSES and any(map(_generic, facts.texts)):
         found = Overflow(None, None)
     if found is None and (

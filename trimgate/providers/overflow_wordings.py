@@ -510,6 +510,26 @@ _GEN_EXCESS_RE: Final = _p(
     r"|is full\b|overflow|\d ?> ?(?:[a-z_]+ )?\d"
     r"|\bonly (?:supports?|allows?|accepts?)\b|\bsupports? (?:up to|at most)\b"
 )
+# A limit and a larger count in one sentence, in either order, for wordings no pattern
+# lists (``_claimed``): "maximum prompt length is 131072 but the request contains 136973
+# tokens", "your messages resulted in 3503 tokens" after "maximum context length is 2048",
+# "the input token count is 1251952 but model only supports up to 1048576". Read only in a
+# message that says "tokens" and names no output (a total may hold its reservation).
+_CLAIM_LIMIT_FIRST_RE: Final = _p(
+    r"\b(?:maximum|max|limit|only supports?(?: up to)?|up to|at most|less than|cannot exceed"
+    r"|must be <=?)\b\D{0,60}?(?P<max>{N})(?!\s*(?:bytes|characters|chars|[kmg]i?b)\b)\D{0,160}?"
+    r"\b(?:however|but|while|whereas|received|given|got|requested|contains?|has|have"
+    r"|resulted in|you passed)\b\D{0,80}?(?P<real>{N})"
+)
+_CLAIM_COUNT_FIRST_RE: Final = _p(
+    r"(?P<real>{N})\D{0,80}?\b(?:but|exceeds?|exceeded|more than|greater than|larger than"
+    r"|longer than|over)\b\D{0,80}?\b(?:maximum|max|limit|only supports?(?: up to)?|up to"
+    r"|allowed|capacity|window|length|size)\b\D{0,40}?(?P<max>{N})"
+)
+_CLAIM_TOKENS_RE: Final = _p(r"\btokens?\b")
+_CLAIM_OUTPUT_RE: Final = _p(
+    r"output|completion|max_(?:new_|completion_)?tokens|generat|prediction|max tokens"
+)
 # A prompt-side subject that is "too long" (or has too many tokens) needs no stated limit.
 _GEN_TOO_LONG_RE: Final = _p(
     r"\b(?:prompt|input|conversation|history)\b.{0,40}?\btoo (?:long|big|large)\b"
