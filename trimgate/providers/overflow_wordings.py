@@ -485,6 +485,15 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
         r"\bprompt token len (?P<real>{N})\s*\+\s*max_new_tokens\s*(?P<comp>{N})\s*>\s*"
         r"(?P<max>{N})"
     ),
+    # LlamaEdge (plain text, status 500): "The number of prompt tokens (P) is greater than
+    # the max prompt tokens (L)" (or "than the context size (L)")
+    _p(
+        r"number of prompt tokens \((?P<real>{N})\) is greater than the"
+        r" (?:max prompt tokens|context size) \((?P<max>{N})\)"
+    ),
+    # Sphnet behind ChernYIN (the limit masked): "the prompt length P must less than the
+    # maximum input length ***"
+    _p(r"\bprompt length (?P<real>{N}) must (?:be )?less than the maximum input length"),
     # llamafile's server (plain text, status 500): a prompt the slot cannot prefill
     _p(r"^\s*out_of_context\s*$"),
     # new-api relays (status 500, code maximum_context_length_failed)
@@ -506,7 +515,8 @@ _GEN_LIMIT_RE: Final = _p(
 )
 _GEN_EXCESS_RE: Final = _p(
     r"exceed|too (?:long|large|big)|too many (?:\w+ )?tokens|longer than|greater than|more than"
-    r"|larger than|must be (?:less|smaller|at most|<)|\bover (?:the )?(?:limit|maximum|max)\b"
+    r"|larger than|must (?:be )?(?:less|smaller|at most|no more than|<)"
+    r"|\bover (?:the )?(?:limit|maximum|max)\b"
     r"|is full\b|overflow|\d ?> ?(?:[a-z_]+ )?\d"
     r"|\bonly (?:supports?|allows?|accepts?)\b|\bsupports? (?:up to|at most)\b"
 )
@@ -516,8 +526,9 @@ _GEN_EXCESS_RE: Final = _p(
 # "the input token count is 1251952 but model only supports up to 1048576". Read only in a
 # message that says "tokens" and names no output (a total may hold its reservation).
 _CLAIM_LIMIT_FIRST_RE: Final = _p(
-    r"\b(?:maximum|max|limit|only supports?(?: up to)?|up to|at most|less than|cannot exceed"
-    r"|must be <=?)\b\D{0,60}?(?P<max>{N})(?!\s*(?:bytes|characters|chars|[kmg]i?b)\b)\D{0,160}?"
+    r"\b(?:maximum|max|limit|only supports?(?: up to)?|up to|at most|(?:less|no more) than"
+    r"|cannot exceed|must be <=?)\b\D{0,60}?(?P<max>{N})"
+    r"(?!\s*(?:bytes|characters|chars|[kmg]i?b)\b)\D{0,160}?"
     r"\b(?:however|but|while|whereas|received|given|got|requested|contains?|has|have"
     r"|resulted in|you passed)\b\D{0,80}?(?P<real>{N})"
 )
@@ -686,7 +697,16 @@ _TEXT_KEYS: Final = (
 )
 _CODE_KEYS: Final = ("type", "code", "status", "reason", "error_type", "errorType", "__type")
 _STATUS_KEYS: Final = ("http_status_code", "status_code", "statusCode")
-_NEST_KEYS: Final = ("error", "metadata", "details", "errors", "innererror", "detail")
+# ("status" as an object: NAVER CLOVA Studio's {"status": {"code", "message"}, "result"})
+_NEST_KEYS: Final = (
+    "error",
+    "metadata",
+    "details",
+    "errors",
+    "innererror",
+    "detail",
+    "status",
+)
 
 # --------------------------------------------------------------------------- SSE events
 
