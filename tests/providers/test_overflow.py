@@ -23,6 +23,7 @@ from trimgate.providers.overflow import (
     Overflow,
     detect_overflow,
     detect_stream_overflow,
+    detect_unfixable,
 )
 from trimgate.providers.registry import FORMATS
 
@@ -857,6 +858,38 @@ def test_a_limit_and_a_larger_count_in_unlisted_wordings(
     message: str, expected: Overflow | None
 ) -> None:
     assert detect_overflow(400, _error_body(message), wire_format="openai") == expected
+
+
+@pytest.mark.parametrize(
+    ("message", "expected"),
+    [
+        (
+            "Context window 8192 exceeded: 7000 input tokens + 2000 output tokens",
+            Overflow(7000, 6192),
+        ),
+        (  # the prompt's parts add up; the reservation comes off the window
+            "Request over the context window of 10000 tokens: 9000 of text input, 2000 of "
+            "image input, 500 in the output",
+            Overflow(11000, 9500),
+        ),
+        (  # any order, decimals read as integers
+            "sum of prompt length (9351.0) and max_tokens (1024) must be <= max_seq_len (8192)",
+            Overflow(9351, 7168),
+        ),
+        # it fits: some other error
+        ("context length 8192; 3000 input tokens and 1000 output tokens", None),
+        # two reservations: not unambiguous
+        ("context window 8192: 7000 input tokens, 2000 output tokens, 1000 output tokens", None),
+    ],
+)
+def test_itemised_counts_in_unlisted_wordings(message: str, expected: Overflow | None) -> None:
+    assert detect_overflow(400, _error_body(message), wire_format="openai") == expected
+
+
+def test_an_unlisted_wording_whose_reservation_fills_the_window_is_unfixable() -> None:
+    body = _error_body("context length 4096 exceeded: prompt tokens: 100, max_tokens: 5000")
+    assert detect_overflow(400, body, wire_format="openai") is None
+    assert detect_unfixable(400, body)
 
 
 def test_chinese_wordings_read_raw_or_escaped() -> None:

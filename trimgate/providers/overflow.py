@@ -44,7 +44,6 @@ import orjson
 
 from trimgate.providers.overflow_read import (
     _MAX_ITEMS,
-    _NOT_FIXABLE,
     WINDOW_STOP,
     Overflow,
     Patterns,
@@ -52,7 +51,7 @@ from trimgate.providers.overflow_read import (
     _Facts,
     _has_hint,
     _never,
-    _read_message,
+    _unfixable,
     _walk_document,
 )
 from trimgate.providers.overflow_wordings import (
@@ -179,7 +178,7 @@ def detect_unfixable(status: int, body: bytes) -> bool:
         return False
     if facts.codes & _NEVER_CODES or any(map(_never, facts.texts)):
         return False
-    return any(_read_message(text) is _NOT_FIXABLE for text in facts.texts)
+    return any(map(_unfixable, facts.texts))
 
 
 _MAX_EVENTS: Final = 16

@@ -32,6 +32,12 @@ from trimgate.providers.overflow_wordings import (
     _GEN_ZH_SUBJECT_RE,
     _GENERIC_STATUSES,
     _HINTS,
+    _ITEM_GATE_RE,
+    _ITEM_LIMIT_RE,
+    _ITEM_OUTPUT_AFTER_RE,
+    _ITEM_OUTPUT_BEFORE_RE,
+    _ITEM_PROMPT_AFTER_RE,
+    _ITEM_PROMPT_BEFORE_RE,
     _KV_SIZE_RE,
     _MAX_CODE_LENGTH,
     _NEST_KEYS,
@@ -348,6 +354,51 @@ def _generic(text: str) -> bool:
     return _GEN_SUBJECT_RE.search(text) is not None and _GEN_LIMIT_RE.search(text) is not None
 
 
+def _item_counts(pattern: re.Pattern[str], text: str) -> set[int]:
+    counts: set[int] = set()
+    for match in pattern.finditer(text):
+        for group in match.groups():
+            if group:
+                counts.add(int(group.replace(",", "")))
+                break
+    return counts
+
+
+def _itemised(text: str) -> Overflow | None:
+    """A wording no table lists that itemises the prompt, one output reservation and the
+    window, each told by the words beside it ("You passed P input tokens and requested C
+    output tokens ... context length is only L", "`inputs` tokens + `max_new_tokens` must be
+    <= L. Given: P `inputs` tokens and C `max_new_tokens`"). The prompt is the sum of its
+    parts (text, tool, image input); the overflow aims at ``L - C``. ``_NOT_FIXABLE`` when
+    the reservation alone fills the window; None when the reading is not unambiguous (no
+    prompt count, or not exactly one reservation and one window) or the sum fits."""
+    if _ITEM_GATE_RE.search(text) is None:
+        return None
+    prompts = _item_counts(_ITEM_PROMPT_AFTER_RE, text) | _item_counts(_ITEM_PROMPT_BEFORE_RE, text)
+    outputs = _item_counts(_ITEM_OUTPUT_AFTER_RE, text) | _item_counts(_ITEM_OUTPUT_BEFORE_RE, text)
+    limits = _item_counts(_ITEM_LIMIT_RE, text) - prompts
+    if not prompts or len(outputs) != 1:
+        return None
+    reserved = outputs.pop()
+    if len(limits) == 2 and reserved in limits:  # "<= L" read beside "max_tokens (C)"
+        limits.discard(reserved)
+    if len(limits) != 1:
+        return None
+    window = limits.pop()  # may equal the reservation: then nothing fits
+    if reserved >= window:
+        return _NOT_FIXABLE
+    prompt = sum(prompts)
+    if prompt + reserved <= window:
+        return None
+    return Overflow(prompt, window - reserved)
+
+
+def _unfixable(text: str) -> bool:
+    """A message stating an overflow whose output reservation alone fills the window."""
+    read = _read_message(text)
+    return read is _NOT_FIXABLE or (read is None and _itemised(text) is _NOT_FIXABLE)
+
+
 def _claimed(text: str) -> Overflow | None:
     """A wording no table lists that states a limit and a larger count in one sentence,
     either order ("maximum prompt length is 131072 but the request contains 136973
@@ -384,6 +435,13 @@ def _decide(http_status: int, facts: _Facts, patterns: Patterns = ()) -> Overflo
             return None
         if result is not None and (found is None or (found.real is None and found.maximum is None)):
             found = result
+    if found is None:
+        for text in facts.texts:
+            found = _itemised(text)
+            if found is _NOT_FIXABLE:
+                return None
+            if found is not None:
+                break
     if found is None and patterns:
         for text in facts.texts:
             found = _custom(text, patterns)

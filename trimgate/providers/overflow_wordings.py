@@ -541,6 +541,41 @@ _CLAIM_TOKENS_RE: Final = _p(r"\btokens?\b")
 _CLAIM_OUTPUT_RE: Final = _p(
     r"output|completion|max_(?:new_|completion_)?tokens|generat|prediction|max tokens"
 )
+# An itemised wording no pattern lists (``_itemised``): the prompt's count, the output
+# reservation's and the window, each told by the words beside it ("P input tokens",
+# "C in the completion", "max_seq_len (L)", "must be <= L"), in any order. A decimal count
+# ("prompt length (9351.0)") reads as its integer.
+_ITEM_N: Final = r"(?<![\w.])(\d+(?:,\d{3})*)(?:\.0+(?!\d))?(?!\d|,\d)"
+_ITEM_GATE_RE: Final = _p(
+    r"\bcontext(?:[ _-]?(?:window|length|size|limit))?\b|max_?seq_?len|max_model_len|n_ctx"
+    r"|total length"
+)
+_ITEM_PROMPT_AFTER_RE: Final = _p(
+    _ITEM_N + r"\s*(?:`?inputs?`?\s+tokens?|input\b|(?:tokens? )?(?:in|of|from) (?:the |your )?"
+    r"(?:input messages|messages|prompt|(?:text|tool|image|audio|file) input)\b)"
+)
+_ITEM_PROMPT_BEFORE_RE: Final = _p(
+    r"(?:input tokens length is|prompt length\s*\(?|prompt tokens?:?|input length\s*"
+    r"|prompt contains(?: at least)?|you passed|prompt token len)\s*" + _ITEM_N
+)
+_ITEM_OUTPUT_AFTER_RE: Final = _p(
+    _ITEM_N + r"\s*(?:output tokens?|`?max_new_tokens`?|(?:in|for) (?:the )?(?:completion|output)"
+    r"|output\b)"
+)
+_ITEM_OUTPUT_BEFORE_RE: Final = _p(
+    r"(?:output tokens length is|max_new_tokens\s*|max_tokens\s*[:=(]?\s*\(?)\s*" + _ITEM_N
+)
+_ITEM_LIMIT_RE: Final = _p(
+    r"(?:context (?:length|window|size)|max(?:imum)?(?: model)? (?:context |sequence |total )?"
+    r"(?:length|len)|max_seq_len|max_model_len|max_num_tokens|context window limit)"
+    r"(?: of (?=[\w.\-]*[a-z])[\w.\-]+)?\D{0,16}?"
+    + _ITEM_N
+    + r"|(?:<=|must be <=|should not exceed|cannot exceed|>)\s*\(?\s*(?:[a-z_]+\s*)?\(?"
+    + _ITEM_N
+    + r"|total length should be \[1, "
+    + _ITEM_N
+    + r"\]"
+)
 # A prompt-side subject that is "too long" (or has too many tokens) needs no stated limit.
 _GEN_TOO_LONG_RE: Final = _p(
     r"\b(?:prompt|input|conversation|history)\b.{0,40}?\btoo (?:long|big|large)\b"
