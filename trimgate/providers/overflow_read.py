@@ -12,7 +12,6 @@ from typing import Any, Final
 from trimgate.providers.overflow_wordings import (
     _CLAIM_COUNT_FIRST_RE,
     _CLAIM_LIMIT_FIRST_RE,
-    _CLAIM_OUTPUT_RE,
     _CLAIM_TOKENS_RE,
     _CODE_COUNT_RE,
     _CODE_EXCESSES,
@@ -405,7 +404,7 @@ def _claimed(text: str) -> Overflow | None:
     tokens"): read in a message that says "tokens", names no output, and has no byte,
     media, schema or time word (``_GEN_EXCLUDE_RE``). The count is at most 64 times the
     limit, and the limit at least 100."""
-    if _CLAIM_TOKENS_RE.search(text) is None or _CLAIM_OUTPUT_RE.search(text) is not None:
+    if _CLAIM_TOKENS_RE.search(text) is None or _OUTPUT_WORD_RE.search(text) is not None:
         return None
     if _GEN_EXCLUDE_RE.search(text) is not None:
         return None

@@ -520,6 +520,9 @@ _GEN_EXCESS_RE: Final = _p(
     r"|is full\b|overflow|\d ?> ?(?:[a-z_]+ )?\d"
     r"|\bonly (?:supports?|allows?|accepts?)\b|\bsupports? (?:up to|at most)\b"
 )
+# A count as wordings state it: digits (with thousands commas, or a ".0" decimal) that are
+# not part of an id, a size ("10MB"), a date, a path or another decimal.
+_COUNT_N: Final = r"(?<![\w.\-/])(\d+(?:,\d{3})*)(?:\.0+(?!\d))?(?![\w/]|[.\-]\d|,\d)"
 # A limit and a larger count in one sentence, in either order, for wordings no pattern
 # lists (``_claimed``): "maximum prompt length is 131072 but the request contains 136973
 # tokens", "your messages resulted in 3503 tokens" after "maximum context length is 2048",
@@ -538,14 +541,16 @@ _CLAIM_COUNT_FIRST_RE: Final = _p(
     r"|allowed|capacity|window|length|size)\b\D{0,40}?(?P<max>{N})"
 )
 _CLAIM_TOKENS_RE: Final = _p(r"\btokens?\b")
-_CLAIM_OUTPUT_RE: Final = _p(
+# A message naming an output: a total it states may hold the reservation, so neither
+# ``_claimed`` nor ``_two_counts`` splits it into a prompt and a window.
+_OUTPUT_WORD_RE: Final = _p(
     r"output|completion|max_(?:new_|completion_)?tokens|generat|prediction|max tokens"
 )
 # An itemised wording no pattern lists (``_itemised``): the prompt's count, the output
 # reservation's and the window, each told by the words beside it ("P input tokens",
 # "C in the completion", "max_seq_len (L)", "must be <= L"), in any order. A decimal count
 # ("prompt length (9351.0)") reads as its integer.
-_ITEM_N: Final = r"(?<![\w.])(\d+(?:,\d{3})*)(?:\.0+(?!\d))?(?!\d|,\d)"
+_ITEM_N: Final = _COUNT_N
 _ITEM_GATE_RE: Final = _p(
     r"\bcontext(?:[ _-]?(?:window|length|size|limit))?\b|max_?seq_?len|max_model_len|n_ctx"
     r"|total length"
@@ -707,13 +712,10 @@ _STRONG_RE: Final = _p(
     r"|\bexceeds? (?:the )?(?:model'?s )?(?:maximum )?context[ _-]?(?:window|length|size|limit)\b"
 )
 
-# A count in a recognised wording that states exactly two (``_two_counts``): digits that are
-# not part of an id, a size ("10MB"), a date or a decimal.
-_COUNT_RE: Final = re.compile(r"(?<![\w.\-/])(\d{1,3}(?:,\d{3})+|\d+)(?![\w/]|[.\-]\d|,\d)")
+# A count in a recognised wording that states exactly two (``_two_counts``).
+_COUNT_RE: Final = re.compile(_COUNT_N)
 # ... and not an error's own code or status ("code": 400 in JSON quoted inside a message)
 _CODE_COUNT_RE: Final = _p(r"(?:code|status)\W{0,4}$")
-# A total that may hold an output reservation is never split into a prompt and a window.
-_OUTPUT_WORD_RE: Final = _p(r"output|completion|prediction|generat|max_(?:new_)?tokens")
 # Counts a recognised wording states only as "(N > M)" ("Token sequence length is longer
 # than the specified maximum sequence length for this model (1336 > 512)").
 _PAIR_RE: Final = _p(r"\(\s*(?P<real>\d[\d,]*)\s*>\s*(?P<max>\d[\d,]*)\s*\)")
