@@ -185,8 +185,11 @@ def _walk_document(doc: Any, facts: _Facts, depth: int, *, error_status: bool) -
         # DeepInfra's {"error_type": ..., "error_message": ...}, also as a stream chunk
         _walk_error(doc, facts, depth)
         return True
-    if isinstance(doc.get("error_msg"), str) and doc["error_msg"] and doc.get("error_code"):
-        # Baidu Qianfan's native {"error_code": 336103, "error_msg": ...}, sent with 200
+    if doc.get("error_code") not in (None, False, 0, "", "0") and any(
+        isinstance(doc.get(key), str) and doc[key] for key in ("error_msg", "message")
+    ):
+        # Baidu Qianfan's native {"error_code": 336103, "error_msg": ...} sent with 200, and
+        # rtp-llm's {"error_code": 511, "message": ...} as a stream event
         _walk_error(doc, facts, depth)
         return True
     if error_status:

@@ -494,6 +494,46 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
     # Sphnet behind ChernYIN (the limit masked): "the prompt length P must less than the
     # maximum input length ***"
     _p(r"\bprompt length (?P<real>{N}) must (?:be )?less than the maximum input length"),
+    # rtp-llm (status 500, code 511_LONG_PROMPT_ERROR / 607_EXCEEDS_KV_CACHE_MAX_LEN):
+    # "model max tokens is L, request length is P, max_new_tokens is -D", "input len P is
+    # greater than kv cache max available tokens num L", "input len P with speculative
+    # reserve_step S exceeds max seq len M, allowed max input len for speculative decoding
+    # is L"
+    _p(r"model max tokens is (?P<max>{N}), request length is (?P<real>{N})"),
+    _p(r"input len (?P<real>{N}) is greater than kv cache max available tokens num (?P<max>{N})"),
+    _p(
+        r"input len (?P<real>{N}) with speculative reserve_step \d+ exceeds max seq len {N},"
+        r" allowed max input len for speculative decoding is (?P<max>{N})"
+    ),
+    # candle-vllm (422): "Requested prompt(P tokens, ...) plus C decode budget tokens is
+    # larger than available kvcache (maximum L tokens)", "Requested prompt(P tokens) leaves
+    # no room for generated tokens within maximum model context L" (P is under L there: the
+    # window less a safety margin is not stated, so only the prompt is read)
+    _p(
+        r"requested prompt\((?P<real>{N}) tokens[^)]{0,60}\) plus (?P<comp>{N}) decode budget"
+        r" tokens is larger than available kvcache \(maximum (?P<max>{N}) tokens\)"
+    ),
+    _p(
+        r"requested prompt\((?P<real>{N}) tokens\) leaves no room for generated tokens within"
+        r" maximum model context"
+    ),
+    # iFlytek (Xunfei) MaaS, relayed: "... message: input token limit is L"
+    _p(r"\binput token limit is (?P<max>{N})\b"),
+    # ms-swift's deploy server: "Current length of row(P) is larger than the max_length(L)."
+    _p(r"current length of row\((?P<real>{N})\) is larger than the max_length\((?P<max>{N})\)"),
+    # YALS without counts: "Prompt + generated tokens exceeds max context length of L"
+    _p(r"\bprompt \+ generated tokens exceeds max context length\b"),
+    # KsanaLLM (status 500): "input length or logits_custom_length exceeds the limit."
+    _p(r"\binput length or logits_custom_length exceeds the limit\b"),
+    # Megatron-LM's inference server: the error class in a Python repr, and its sentence
+    # "This model's maximum context length was exceeded. Your messages resulted in P tokens."
+    _p(r"'type': '(?:MaxSequenceLengthOverflowError|TokenOverflowError)'"),
+    _p(
+        r"maximum context length was exceeded\.? your messages resulted in (?P<real>{N})"
+        r" tokens"
+    ),
+    # apfel: "Input exceeds the L-token context window."
+    _p(r"\bexceeds the (?P<max>{N})-token context window\b"),
     # llamafile's server (plain text, status 500): a prompt the slot cannot prefill
     _p(r"^\s*out_of_context\s*$"),
     # new-api relays (status 500, code maximum_context_length_failed)
@@ -553,7 +593,7 @@ _OUTPUT_WORD_RE: Final = _p(
 _ITEM_N: Final = _COUNT_N
 _ITEM_GATE_RE: Final = _p(
     r"\bcontext(?:[ _-]?(?:window|length|size|limit))?\b|max_?seq_?len|max_model_len|n_ctx"
-    r"|total length"
+    r"|total length|\bmax(?:imum)? (?:model|seq(?:uence)?) (?:length|len)\b"
 )
 _ITEM_PROMPT_AFTER_RE: Final = _p(
     _ITEM_N + r"\s*(?:`?inputs?`?\s+tokens?|input\b|(?:tokens? )?(?:in|of|from) (?:the |your )?"
@@ -561,7 +601,7 @@ _ITEM_PROMPT_AFTER_RE: Final = _p(
 )
 _ITEM_PROMPT_BEFORE_RE: Final = _p(
     r"(?:input tokens length is|prompt length\s*\(?|prompt tokens?:?|input length\s*"
-    r"|prompt contains(?: at least)?|you passed|prompt token len)\s*" + _ITEM_N
+    r"|prompt contains(?: at least)?|you passed|prompt token len|prompt\s*\()\s*" + _ITEM_N
 )
 _ITEM_OUTPUT_AFTER_RE: Final = _p(
     _ITEM_N + r"\s*(?:output tokens?|`?max_new_tokens`?|(?:in|for) (?:the )?(?:completion|output)"
@@ -584,6 +624,7 @@ _ITEM_LIMIT_RE: Final = _p(
 # A prompt-side subject that is "too long" (or has too many tokens) needs no stated limit.
 _GEN_TOO_LONG_RE: Final = _p(
     r"\b(?:prompt|input|conversation|history)\b.{0,40}?\btoo (?:long|big|large)\b"
+    r"|\buser message is too long\b"
     r"|too many (?:\w+ )?tokens"
 )
 # Output limits, byte or media sizes, request shapes: never a prompt that fits after a trim.
@@ -618,6 +659,9 @@ _GEN_ZH_EXCLUDE_RE: Final = _p(
 # content safety (rate limits and quotas are ``_RATE_RE``). Plain substrings of the
 # lower-cased message: a case-insensitive alternation this long costs ~70 us a message.
 _NEVER_WORDS: Final = (
+    # a prompt cap the client set itself (EPAM DIAL's max_prompt_tokens: what is left when
+    # it has dropped every turn it may is the system messages, which no trim can shorten)
+    "requested maximum prompt tokens",
     "billing",
     "credit balance",
     "insufficient balance",
