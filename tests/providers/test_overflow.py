@@ -686,8 +686,9 @@ def test_error_inside_a_choice_with_status_200() -> None:
 def test_generic_rule_recognises_unlisted_wordings(message: str) -> None:
     assert detect_overflow(400, _error_body(message), wire_format="openai") is not None
     assert detect_overflow(200, _error_body(message), wire_format="openai") is not None
-    # Never on a 5xx (a server's own pool running out) nor on a success body.
-    assert detect_overflow(500, _error_body(message), wire_format="openai") is None
+    # Never on a 502-599 (a gateway's or an overloaded server's own failure) nor on a
+    # success body.
+    assert detect_overflow(503, _error_body(message), wire_format="openai") is None
     success = {"choices": [{"index": 0, "message": {"role": "assistant", "content": message}}]}
     assert detect_overflow(200, orjson.dumps(success), wire_format="openai") is None
 
@@ -890,6 +891,23 @@ def test_an_unlisted_wording_whose_reservation_fills_the_window_is_unfixable() -
     body = _error_body("context length 4096 exceeded: prompt tokens: 100, max_tokens: 5000")
     assert detect_overflow(400, body, wire_format="openai") is None
     assert detect_unfixable(400, body)
+
+
+def test_a_500_is_an_overflow_only_with_counts_or_the_window_named() -> None:
+    # servers that answer every exception with 500 state their counts or name the window;
+    # vocabulary alone ("Prompt too long", a pool or batch running out) is not enough there
+    for message, expected in (
+        ("Your prompt has 9000 tokens but the model only supports up to 8192 tokens", (9000, 8192)),
+        ("the request exceeds the available context size; context shift is disabled", None),
+    ):
+        found = detect_overflow(500, _error_body(message), wire_format="openai")
+        assert found is not None and (found.real, found.maximum) == (expected or (None, None))
+    for message in (
+        "Prompt too long",
+        "input (4002 tokens) is too large to process. increase the physical batch size",
+        "Input prompt is too big compared to KV size. Please try increasing KV size.",
+    ):
+        assert detect_overflow(500, _error_body(message), wire_format="openai") is None, message
 
 
 def test_chinese_wordings_read_raw_or_escaped() -> None:

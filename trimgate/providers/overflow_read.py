@@ -452,7 +452,7 @@ def _decide(http_status: int, facts: _Facts, patterns: Patterns = ()) -> Overflo
     if found is None and _overflow_code(facts.codes):
         found = Overflow(None, None)
     status = _effective_status(http_status, facts)
-    if found is None and status in _GENERIC_STATUSES:
+    if found is None and (status in _GENERIC_STATUSES or 400 <= status <= 500):
         for text in facts.texts:
             found = _claimed(text)
             if found is not None:
@@ -463,7 +463,7 @@ def _decide(http_status: int, facts: _Facts, patterns: Patterns = ()) -> Overflo
         (400 <= status < 500 and any(_KV_SIZE_RE.search(text) for text in facts.texts))
         or (400 <= status <= 500 and any(_CTX_SIZE_RE.search(text) for text in facts.texts))
         or (
-            (400 <= status < 500 or status in _GENERIC_STATUSES)
+            (400 <= status <= 500 or status in _GENERIC_STATUSES)
             and any(_STRONG_RE.search(text) for text in facts.texts)
         )
     ):

@@ -593,7 +593,7 @@ _OUTPUT_WORD_RE: Final = _p(
 _ITEM_N: Final = _COUNT_N
 _ITEM_GATE_RE: Final = _p(
     r"\bcontext(?:[ _-]?(?:window|length|size|limit))?\b|max_?seq_?len|max_model_len|n_ctx"
-    r"|total length|\bmax(?:imum)? (?:model|seq(?:uence)?) (?:length|len)\b"
+    r"|total length|\bmax(?:imum)? (?:model|seq(?:uence)?) (?:length|len)\b|must be <="
 )
 _ITEM_PROMPT_AFTER_RE: Final = _p(
     _ITEM_N + r"\s*(?:`?inputs?`?\s+tokens?|input\b|(?:tokens? )?(?:in|of|from) (?:the |your )?"
@@ -753,7 +753,8 @@ _CTX_SIZE_RE: Final = _p(r"context size has been exceeded")
 # is an overflow too (Zed's cloud), as with a listed wording stating both counts.
 _STRONG_RE: Final = _p(
     r"\bcontext(?:[ _-]?(?:window|length|size|limit))? (?:is )?(?:exceeded|overflow)"
-    r"|\bexceeds? (?:the )?(?:model'?s )?(?:maximum )?context[ _-]?(?:window|length|size|limit)\b"
+    r"|\bexceeds? (?:the )?(?:model'?s )?(?:maximum |available )?context[ _-]?"
+    r"(?:window|length|size|limit)\b"
 )
 
 # A count in a recognised wording that states exactly two (``_two_counts``).
