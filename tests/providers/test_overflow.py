@@ -853,6 +853,13 @@ def test_two_counts_of_an_unlisted_wording(message: str, expected: Overflow) -> 
         ("maximum context length is 8192 tokens, you sent 4000 tokens", None),
         ("Limit 8192 tokens; the request has 9000 tokens with 2000 output tokens", None),
         ("Payload limit is 20000000 but the request has 20054016", None),
+        # advice after the claim does not count; the sentence before it does
+        (
+            "The prompt (length 10127) is longer than the maximum model length of 8192. "
+            "For image inputs, the number of image tokens depends on the images.",
+            Overflow(10127, 8192),
+        ),
+        ("Too many tokens in batch. Max is 16384 got 17555", None),
     ],
 )
 def test_a_limit_and_a_larger_count_in_unlisted_wordings(

@@ -52,6 +52,7 @@ from trimgate.providers.overflow_wordings import (
     _PROMPT_PARTS_2,
     _RATE_HINTS,
     _RATE_RE,
+    _SENTENCE_END_RE,
     _STATUS_KEYS,
     _STRONG_RE,
     _TEXT_KEYS,
@@ -404,22 +405,33 @@ def _unfixable(text: str) -> bool:
 def _claimed(text: str) -> Overflow | None:
     """A wording no table lists that states a limit and a larger count in one sentence,
     either order ("maximum prompt length is 131072 but the request contains 136973
-    tokens"): read in a message that says "tokens", names no output, and has no byte,
-    media, schema or time word (``_GEN_EXCLUDE_RE``). The count is at most 64 times the
-    limit, and the limit at least 100."""
-    if _CLAIM_TOKENS_RE.search(text) is None or _OUTPUT_WORD_RE.search(text) is not None:
-        return None
-    if _GEN_EXCLUDE_RE.search(text) is not None:
+    tokens"): read in a message that says "tokens" when the sentences that state it (and
+    the one before) name no output and no byte, media, schema or time word
+    (``_GEN_EXCLUDE_RE``); advice after them ("For image inputs, ...") does not count.
+    The count is at most 64 times the limit, and the limit at least 100."""
+    if _CLAIM_TOKENS_RE.search(text) is None:
         return None
     for claim in (_CLAIM_LIMIT_FIRST_RE, _CLAIM_COUNT_FIRST_RE):
         match = claim.search(text)
         if match is None:
+            continue
+        said = _sentences(text, match.start(), match.end())
+        if _OUTPUT_WORD_RE.search(said) is not None or _GEN_EXCLUDE_RE.search(said) is not None:
             continue
         real = int(match.group("real").replace(",", ""))
         limit = int(match.group("max").replace(",", ""))
         if _MIN_COUNT <= limit < real <= limit * _MAX_SHARE:
             return Overflow(real, limit)
     return None
+
+
+def _sentences(text: str, start: int, end: int) -> str:
+    """The sentences of ``text`` that the span ``start:end`` touches, and the one before
+    ("Too many tokens in batch. Max is 16384 got 17555")."""
+    ends = [boundary.end() for boundary in _SENTENCE_END_RE.finditer(text, 0, start)]
+    begin = ends[-2] if len(ends) >= 2 else 0
+    after = _SENTENCE_END_RE.search(text, end)
+    return text[begin : after.start() if after is not None else len(text)]
 
 
 def _decide(http_status: int, facts: _Facts, patterns: Patterns = ()) -> Overflow | None:

@@ -576,11 +576,14 @@ _CLAIM_LIMIT_FIRST_RE: Final = _p(
     r"|resulted in|you passed)\b\D{0,80}?(?P<real>{N})"
 )
 _CLAIM_COUNT_FIRST_RE: Final = _p(
-    r"(?P<real>{N})\D{0,80}?\b(?:but|exceeds?|exceeded|more than|greater than|larger than"
-    r"|longer than|over)\b\D{0,80}?\b(?:maximum|max|limit|only supports?(?: up to)?|up to"
-    r"|allowed|capacity|window|length|size)\b\D{0,40}?(?P<max>{N})"
+    r"(?P<real>{N})\D{0,80}?\b(?:but|while|exceeds?|exceeded|more than|greater than"
+    r"|larger than|longer than|over|too (?:long|large|big))\b\D{0,80}?\b(?:maximum|max|limit"
+    r"|only supports?(?: up to)?|up to|allowed|capacity|window|length|size)\b\D{0,40}?"
+    r"(?P<max>{N})"
 )
 _CLAIM_TOKENS_RE: Final = _p(r"\btokens?\b")
+# The end of a sentence: what a claim's own sentences say is judged, not advice after them.
+_SENTENCE_END_RE: Final = re.compile(r"[.!?;](?:\s|$)|\n")
 # A message naming an output: a total it states may hold the reservation, so neither
 # ``_claimed`` nor ``_two_counts`` splits it into a prompt and a window.
 _OUTPUT_WORD_RE: Final = _p(
