@@ -55,6 +55,7 @@ from trimgate.providers.overflow_wordings import (
     _SENTENCE_END_RE,
     _STATUS_KEYS,
     _STRONG_RE,
+    _SUM_RE,
     _TEXT_KEYS,
 )
 
@@ -379,7 +380,9 @@ def _itemised(text: str) -> Overflow | None:
         return None
     prompts = _item_counts(_ITEM_PROMPT_AFTER_RE, text) | _item_counts(_ITEM_PROMPT_BEFORE_RE, text)
     outputs = _item_counts(_ITEM_OUTPUT_AFTER_RE, text) | _item_counts(_ITEM_OUTPUT_BEFORE_RE, text)
-    limits = _item_counts(_ITEM_LIMIT_RE, text) - prompts
+    limits = _item_counts(_ITEM_LIMIT_RE, text)
+    if len(limits) > 1:  # a prompt count read as a limit too ("exceeds ... (P)")
+        limits -= prompts
     if not prompts or len(outputs) != 1:
         return None
     reserved = outputs.pop()
@@ -461,9 +464,9 @@ def _decide(http_status: int, facts: _Facts, patterns: Patterns = ()) -> Overflo
             found = _custom(text, patterns)
             if found is not None:
                 break
-    if found is None and _overflow_code(facts.codes):
-        found = Overflow(None, None)
     status = _effective_status(http_status, facts)
+    if found is None and _overflow_code(facts.codes, facts.texts):
+        found = Overflow(None, None)
     if found is None and (status in _GENERIC_STATUSES or 400 <= status <= 500):
         for text in facts.texts:
             found = _claimed(text)
@@ -489,11 +492,15 @@ def _decide(http_status: int, facts: _Facts, patterns: Patterns = ()) -> Overflo
     return found
 
 
-def _overflow_code(codes: set[str]) -> bool:
+def _overflow_code(codes: set[str], texts: list[str]) -> bool:
     """A listed overflow code, or one no table lists that reads as one: a prompt-side
-    subject and an excess, and no output, rate, quota, byte or media word."""
+    subject and an excess, no output, rate, quota, byte or media word, and no message
+    beside it that names an output (KoboldAI's ``token_overflow`` says "Your Max Tokens
+    setting is too low")."""
     if codes & _OVERFLOW_CODES:
         return True
+    if any(_OUTPUT_WORD_RE.search(text) is not None for text in texts):
+        return False
     for code in codes:
         if len(code) > _MAX_CODE_LENGTH:
             continue
@@ -513,7 +520,7 @@ def _forbidden_overflow(facts: _Facts) -> bool:
     context window as exceeded, or a listed wording that states both counts, an excess."""
     if any(map(_never, facts.texts)):
         return False
-    if _overflow_code(facts.codes) or any(_STRONG_RE.search(text) for text in facts.texts):
+    if _overflow_code(facts.codes, facts.texts) or any(_STRONG_RE.search(t) for t in facts.texts):
         return True
     return _counted(facts.texts)
 
@@ -563,8 +570,8 @@ def _two_counts(texts: list[str]) -> Overflow | None:
     counts: set[int] = set()
     for text in texts:
         scanned = text[:4096]
-        if _OUTPUT_WORD_RE.search(scanned) is not None:
-            return None  # a total that may hold an output reservation
+        if _OUTPUT_WORD_RE.search(scanned) is not None or _SUM_RE.search(scanned) is not None:
+            return None  # a total that may hold an output reservation, or a sum
         for match in _COUNT_RE.finditer(scanned):
             value = int(match.group(1).replace(",", ""))
             before = scanned[max(0, match.start() - 12) : match.start()]

@@ -532,8 +532,25 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
         r"maximum context length was exceeded\.? your messages resulted in (?P<real>{N})"
         r" tokens"
     ),
+    # Baidu FastDeploy: "Input text is too long, input_ids_len (P) + min_tokens(C) >=
+    # max_model_len(L)", and its engine's "length of prompt token(P) + min_dec_len (C) >=
+    # max_model_len " (the window not stated)
+    _p(
+        r"input_ids_len \((?P<real>{N})\) \+ min_tokens\((?P<comp>{N})\) >= max_model_len\("
+        r"(?P<max>{N})\)"
+    ),
+    _p(r"length of prompt token\((?P<real>{N})\) \+ min_dec_len \({N}\) >= max_model_len"),
     # apfel: "Input exceeds the L-token context window."
     _p(r"\bexceeds the (?P<max>{N})-token context window\b"),
+    # Last: the sum any server may state, "P + C > L" or "P + C >= L" (AI21's "Request too
+    # many tokens: 1999 + 50 > 2048"), the prompt first and the reservation second
+    _p(
+        r"\btokens?\b[^\n]{0,80}?(?<![\d.])(?P<real>{N})\s*\+\s*(?P<comp>{N})\s*>=?\s*(?P<max>{N})"
+        r"(?![\d.]\d)"
+    ),
+    # Writer: "Total number of tokens (prompt+generation) exceeded the service limit of L
+    # tokens" (a total with the reservation: no count read)
+    _p(r"total number of tokens \(prompt\+generation\) exceeded the service limit"),
     # llamafile's server (plain text, status 500): a prompt the slot cannot prefill
     _p(r"^\s*out_of_context\s*$"),
     # new-api relays (status 500, code maximum_context_length_failed)
@@ -597,10 +614,11 @@ _ITEM_N: Final = _COUNT_N
 _ITEM_GATE_RE: Final = _p(
     r"\bcontext(?:[ _-]?(?:window|length|size|limit))?\b|max_?seq_?len|max_model_len|n_ctx"
     r"|total length|\bmax(?:imum)? (?:model|seq(?:uence)?) (?:length|len)\b|must be <="
+    r"|max_kv_size"
 )
 _ITEM_PROMPT_AFTER_RE: Final = _p(
     _ITEM_N + r"\s*(?:`?inputs?`?\s+tokens?|input\b|(?:tokens? )?(?:in|of|from) (?:the |your )?"
-    r"(?:input messages|messages|prompt|(?:text|tool|image|audio|file) input)\b)"
+    r"(?:input messages|messages|prompt|(?:text|tool|image|audio|file) input)\b|prompt\b)"
 )
 _ITEM_PROMPT_BEFORE_RE: Final = _p(
     r"(?:input tokens length is|prompt length\s*\(?|prompt tokens?:?|input length\s*"
@@ -608,14 +626,14 @@ _ITEM_PROMPT_BEFORE_RE: Final = _p(
 )
 _ITEM_OUTPUT_AFTER_RE: Final = _p(
     _ITEM_N + r"\s*(?:output tokens?|`?max_new_tokens`?|(?:in|for) (?:the )?(?:completion|output)"
-    r"|output\b)"
+    r"|output\b|(?:max )?generation\b)"
 )
 _ITEM_OUTPUT_BEFORE_RE: Final = _p(
     r"(?:output tokens length is|max_new_tokens\s*|max_tokens\s*[:=(]?\s*\(?)\s*" + _ITEM_N
 )
 _ITEM_LIMIT_RE: Final = _p(
     r"(?:context (?:length|window|size)|max(?:imum)?(?: model)? (?:context |sequence |total )?"
-    r"(?:length|len)|max_seq_len|max_model_len|max_num_tokens|context window limit)"
+    r"(?:length|len)|max_seq_len|max_model_len|max_num_tokens|max_kv_size|context window limit)"
     r"(?: of (?=[\w.\-]*[a-z])[\w.\-]+)?\D{0,16}?"
     + _ITEM_N
     + r"|(?:<=|must be <=|should not exceed|cannot exceed|>)\s*\(?\s*(?:[a-z_]+\s*)?\(?"
@@ -760,8 +778,10 @@ _STRONG_RE: Final = _p(
     r"(?:window|length|size|limit)\b"
 )
 
-# A count in a recognised wording that states exactly two (``_two_counts``).
+# A count in a recognised wording that states exactly two (``_two_counts``), unless the
+# wording adds counts up ("1999 + 50 > 2048": the sum is not the prompt).
 _COUNT_RE: Final = re.compile(_COUNT_N)
+_SUM_RE: Final = re.compile(r"\d\)?\s*\+\s*\(?\d")
 # ... and not an error's own code or status ("code": 400 in JSON quoted inside a message)
 _CODE_COUNT_RE: Final = _p(r"(?:code|status)\W{0,4}$")
 # Counts a recognised wording states only as "(N > M)" ("Token sequence length is longer
@@ -779,6 +799,7 @@ _TEXT_KEYS: Final = (
     "errorMessage",
     "error_msg",
     "raw",
+    "description",  # Writer: {"errors": [{"description": ...}]}
 )
 _CODE_KEYS: Final = ("type", "code", "status", "reason", "error_type", "errorType", "__type")
 _STATUS_KEYS: Final = ("http_status_code", "status_code", "statusCode")
