@@ -14,7 +14,7 @@ import contextlib
 import gc
 import socket
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import aiohttp
@@ -385,3 +385,21 @@ async def test_a_credential_that_only_contains_the_admin_token_is_forwarded(
     stack = await make_stack(server={"admin_token": TOKEN})
     resp = await stack.client.post("/v1/chat/completions", headers=headers, json=openai_chat(1))
     assert resp.status == 200 and len(stack.fake.requests) == 1
+
+
+@pytest.mark.parametrize("token", ["YWRtaW4tdG9rZW4=", "team:s3cret"])
+@pytest.mark.parametrize(
+    "carry",
+    [
+        lambda t: {"Authorization": f"Bearer {t}"},
+        lambda t: {"x-api-key": t},
+        lambda t: {"Cookie": f"theme=dark; admin={t}"},
+        lambda t: {"Authorization": "Basic " + _basic("scraper", t)},
+    ],
+)
+async def test_tokens_with_padding_or_colons_never_go_upstream(
+    make_stack: MakeStack, token: str, carry: Callable[[str], dict[str, str]]
+) -> None:
+    stack = await make_stack(server={"admin_token": token})
+    resp = await stack.client.get("/metrics/", headers=carry(token))
+    assert resp.status == 404 and stack.fake.requests == []

@@ -543,35 +543,42 @@ _CREDENTIAL_HEADERS = (
     "api-key",
     "Cookie",
 )
-# A credential value's pieces: "Bearer <t>", "Basic <base64 of user:t>", "a=b; admin=<t>"
-_PIECES = re.compile(rb"[\s,;=:]+")
+# A credential value's pieces: "Bearer <t>", "a=b; admin=<t>" (split on the first "=" only:
+# a token may end in base64 padding)
+_PIECES = re.compile(rb"[\s,;]+")
 
 
 def _carries(request: Incoming, token: bytes) -> bool:
     """Whether ``request`` carries the admin ``token`` as a credential, whatever the form:
-    a piece of a credential header (a scheme's argument, a cookie's value, a Basic
-    user:password pair decoded) or a query value. Each piece is compared in constant
-    time, and only whole pieces: a short token never refuses an unrelated request."""
-    pieces: list[bytes] = []
+    a credential header's value, its scheme's argument, one of its pieces (a cookie's
+    value), either half of a decoded Basic user:password, or a query value. Each candidate
+    is compared in constant time, and only whole ones: a short token never refuses an
+    unrelated request whose own key merely contains it."""
+    candidates: list[bytes] = []
     for name in _CREDENTIAL_HEADERS:
         for value in request.headers.getall(name, ()):
-            given = value.encode("utf-8", "surrogateescape")
+            given = value.encode("utf-8", "surrogateescape").strip()
+            candidates.append(given)
             words = given.split(None, 1)
-            if len(words) == 2 and words[0].lower() == b"basic":
-                with contextlib.suppress(ValueError):  # binascii.Error: not base64
-                    given += b":" + base64.b64decode(words[1].strip(), validate=True)
-            pieces.extend(_PIECES.split(given))
+            if len(words) == 2:
+                candidates.append(words[1].strip())
+                if words[0].lower() == b"basic":
+                    with contextlib.suppress(ValueError):  # binascii.Error: not base64
+                        user, _, password = base64.b64decode(words[1].strip()).partition(b":")
+                        candidates += (user, password)
+            for piece in _PIECES.split(given):
+                candidates += (piece, piece.partition(b"=")[2])
     query = request.raw_path.partition("?")[2]
     if query:
-        pieces.extend(
+        candidates.extend(
             value.encode("utf-8", "surrogateescape")
             for _, value in parse_qsl(query, keep_blank_values=True)
         )
     size = len(token)
     found = False
-    for piece in pieces:
-        if len(piece) == size:
-            found |= hmac.compare_digest(piece, token)
+    for candidate in candidates:
+        if len(candidate) == size:
+            found |= hmac.compare_digest(candidate, token)
     return found
 
 
