@@ -860,6 +860,8 @@ def test_two_counts_of_an_unlisted_wording(message: str, expected: Overflow) -> 
             Overflow(10127, 8192),
         ),
         ("Too many tokens in batch. Max is 16384 got 17555", None),
+        # the input length named instead of tokens
+        ("Requested input length 99009 exceeds maximum input length 8192", Overflow(99009, 8192)),
     ],
 )
 def test_a_limit_and_a_larger_count_in_unlisted_wordings(
@@ -915,6 +917,19 @@ def test_a_500_is_an_overflow_only_with_counts_or_the_window_named() -> None:
         "Input prompt is too big compared to KV size. Please try increasing KV size.",
     ):
         assert detect_overflow(500, _error_body(message), wire_format="openai") is None, message
+
+
+def test_a_limit_of_zero_is_never_an_overflow() -> None:
+    # no prompt fits a window of 0: dropping turns would throw context away for nothing
+    body = orjson.dumps(
+        {
+            "error": {
+                "message": "prompt token count of 1083 exceeds the limit of 0",
+                "code": "model_max_prompt_tokens_exceeded",
+            }
+        }
+    )
+    assert detect_overflow(400, body, wire_format="openai") is None
 
 
 def test_chinese_wordings_read_raw_or_escaped() -> None:

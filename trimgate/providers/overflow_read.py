@@ -408,7 +408,8 @@ def _unfixable(text: str) -> bool:
 def _claimed(text: str) -> Overflow | None:
     """A wording no table lists that states a limit and a larger count in one sentence,
     either order ("maximum prompt length is 131072 but the request contains 136973
-    tokens"): read in a message that says "tokens" when the sentences that state it (and
+    tokens"): read in a message that says "tokens" (or names the input, prompt, sequence
+    or context length) when the sentences that state it (and
     the one before) name no output and no byte, media, schema or time word
     (``_GEN_EXCLUDE_RE``); advice after them ("For image inputs, ...") does not count.
     The count is at most 64 times the limit, and the limit at least 100."""
@@ -483,7 +484,7 @@ def _decide(http_status: int, facts: _Facts, patterns: Patterns = ()) -> Overflo
         )
     ):
         found = Overflow(None, None)
-    if found is None:
+    if found is None or found.maximum == 0:  # a limit of 0: no prompt fits
         return None
     if found.real is None and found.maximum is None:
         if facts.counts:

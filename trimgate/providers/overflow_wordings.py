@@ -548,6 +548,15 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
         r"\btokens?\b[^\n]{0,80}?(?<![\d.])(?P<real>{N})\s*\+\s*(?P<comp>{N})\s*>=?\s*(?P<max>{N})"
         r"(?![\d.]\d)"
     ),
+    # xAI (2026): "[input_too_large] Current message (P tokens) exceeds budget (L tokens)"
+    _p(r"\bcurrent message \((?P<real>{N}) tokens\) exceeds budget \((?P<max>{N}) tokens\)"),
+    # SambaNova: "The provided prompt is P tokens long, so generating C tokens requires a
+    # sequence length of T, but the maximum supported sequence length is just L!"
+    _p(
+        r"provided prompt is (?P<real>{N}) tokens long, so generating (?P<comp>{N}) tokens"
+        r" requires a sequence length of {N}, but the maximum supported sequence length is"
+        r" just (?P<max>{N})"
+    ),
     # Writer: "Total number of tokens (prompt+generation) exceeded the service limit of L
     # tokens" (a total with the reservation: no count read)
     _p(r"total number of tokens \(prompt\+generation\) exceeded the service limit"),
@@ -598,7 +607,7 @@ _CLAIM_COUNT_FIRST_RE: Final = _p(
     r"|only supports?(?: up to)?|up to|allowed|capacity|window|length|size)\b\D{0,40}?"
     r"(?P<max>{N})"
 )
-_CLAIM_TOKENS_RE: Final = _p(r"\btokens?\b")
+_CLAIM_TOKENS_RE: Final = _p(r"\btokens?\b|\b(?:input|prompt|sequence|context) length\b")
 # The end of a sentence: what a claim's own sentences say is judged, not advice after them.
 _SENTENCE_END_RE: Final = re.compile(r"[.!?;](?:\s|$)|\n")
 # A message naming an output: a total it states may hold the reservation, so neither
