@@ -48,16 +48,7 @@ async def test_an_overflow_after_many_empty_events_is_retried(make_stack: MakeSt
         *sse_data(*[EMPTY] * 20),
         *sse_data(ERROR_EVENT),
     ]
-    fake = FakeProvider().then(Reply(events=frames, event_delay=0.001), ok_stream())
-    stack = await make_stack(fake)
-    resp = await stack.client.post(
-        "/v1/chat/completions", json=openai_chat(8, model="gpt-4o", stream=True)
-    )
-    body = await resp.read()
-    assert resp.status == 200 and len(fake.requests) == 2
-    assert b"fine" in body and b"maximum context length" not in body
-    assert resp.headers["x-trimgate-reason"] == "reactive"
-    assert len(fake.requests[1].body) < len(fake.requests[0].body)
+    await _retried_stream(make_stack, frames)
 
 
 async def test_a_stream_without_output_is_held_for_a_bounded_time(
@@ -214,15 +205,7 @@ async def test_a_gateways_502_nesting_the_overflow_is_retried(make_stack: MakeSt
 async def test_a_gateways_stream_error_before_output_is_retried(
     make_stack: MakeStack, frames: list[bytes]
 ) -> None:
-    fake = FakeProvider().then(Reply(events=frames, event_delay=0.001), ok_stream())
-    stack = await make_stack(fake)
-    resp = await stack.client.post(
-        "/v1/chat/completions", json=openai_chat(8, model="gpt-4o", stream=True)
-    )
-    body = await resp.read()
-    assert resp.status == 200 and len(fake.requests) == 2
-    assert b"fine" in body and b"too long" not in body and b"maximum context" not in body
-    assert resp.headers["x-trimgate-reason"] == "reactive"
+    await _retried_stream(make_stack, frames)
 
 
 OWN = "sequence budget blown: (?P<real>\\d+)/(?P<max>\\d+)"
@@ -317,3 +300,18 @@ async def test_a_window_stop_after_output_is_the_answer(make_stack: MakeStack) -
     resp = await stack.client.post("/v1/messages", json=anthropic_messages(8))
     assert resp.status == 200 and len(fake.requests) == 1
     assert (await resp.json()) == truncated
+
+
+async def _retried_stream(make_stack: MakeStack, frames: list[bytes]) -> None:
+    """A stream whose error arrives before any output: the client gets the retry's answer,
+    with none of the error's words, and the retry sent less."""
+    fake = FakeProvider().then(Reply(events=frames, event_delay=0.001), ok_stream())
+    stack = await make_stack(fake)
+    resp = await stack.client.post(
+        "/v1/chat/completions", json=openai_chat(8, model="gpt-4o", stream=True)
+    )
+    body = await resp.read()
+    assert resp.status == 200 and len(fake.requests) == 2
+    assert b"fine" in body and b"too long" not in body and b"maximum context" not in body
+    assert resp.headers["x-trimgate-reason"] == "reactive"
+    assert len(fake.requests[1].body) < len(fake.requests[0].body)
