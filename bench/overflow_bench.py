@@ -1,5 +1,6 @@
 """What recognising an overflow costs per answer: the stream-head check a streamed answer
-pays (its role-only opener and its first output chunk), and an error body's judgement.
+pays (its role-only opener and its first output chunk), an error body's judgement, and the
+suspect check an error answer no reader recognised pays on top (``detect_suspect``).
 
     python -m bench.overflow_bench
 
@@ -15,7 +16,7 @@ from collections.abc import Callable
 import orjson
 
 import trimgate.providers.overflow as overflow
-from trimgate.providers.overflow import detect_overflow, stream_event_has_output
+from trimgate.providers.overflow import detect_overflow, detect_suspect, stream_event_has_output
 from trimgate.providers.registry import CODECS
 
 CHUNK = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "gpt-4o"}
@@ -46,6 +47,13 @@ RATE_LIMIT = orjson.dumps(
     }
 )
 
+# an output limit every reader examines and none recognises (TGI)
+OUTPUT_LIMIT = orjson.dumps({"error": "`max_new_tokens` must be <= 4096. Given: 8192"})
+# a wording no reader lists, with counts: a suspect
+SUSPECT = orjson.dumps(
+    {"error": {"message": "Sequence holds 9000 units, which is over the limit of 8000 units"}}
+)
+
 
 def stream_head() -> None:
     codec = CODECS["openai"]
@@ -60,6 +68,8 @@ def main() -> None:
         ("stream head (opener + first chunk)", stream_head),
         ("overflow body, 400", lambda: detect_overflow(400, OVERFLOW, wire_format="openai")),
         ("rate-limit body, 400", lambda: detect_overflow(400, RATE_LIMIT, wire_format="openai")),
+        ("suspect check, output-limit 400", lambda: detect_suspect(400, OUTPUT_LIMIT)),
+        ("suspect check, suspect 400", lambda: detect_suspect(400, SUSPECT)),
     ]
     for name, call in cases:
         best = min(timeit.repeat(call, number=20_000, repeat=5)) / 20_000 * 1e6

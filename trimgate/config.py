@@ -133,6 +133,8 @@ class HistoryPruningConfig(_Strict):
 class ReactiveConfig(_Strict):
     enabled: bool = True
     max_retries: int = Field(default=3, ge=0, le=10)
+    # an error no reader recognises whose words suspect an overflow: resent once, trimmed
+    probe: bool = True
 
 
 class TrimmingConfig(_Strict):
@@ -178,6 +180,7 @@ class TrimmingConfig(_Strict):
             calibrate=self.calibrate,
             reactive=self.reactive.enabled,
             max_retries=self.reactive.max_retries,
+            probe=self.reactive.probe,
             cut_step=self.cut_step,
             keep_anchor=self.keep_anchor,
             anchor_max_share=self.anchor_max_share,

@@ -21,8 +21,11 @@ from trimgate.providers import overflow, overflow_wordings
 from trimgate.providers.overflow import (
     MAX_BYTES,
     Overflow,
+    Suspect,
+    confirm_suspect,
     detect_overflow,
     detect_stream_overflow,
+    detect_suspect,
     detect_unfixable,
 )
 from trimgate.providers.registry import FORMATS
@@ -1123,3 +1126,93 @@ def test_a_403_is_an_overflow_only_when_it_says_the_window_is_exceeded() -> None
     assert detect_overflow(403, quota, wire_format="openai") is None
     coded = orjson.dumps({"error": {"message": zed.decode(), "code": 403}})
     assert detect_overflow(400, coded, wire_format="openai") is None  # a 403 in the body
+
+
+# --- suspects: errors worth one probe ---------------------------------------------------
+
+
+def _error(message: str, **extra: str) -> bytes:
+    return orjson.dumps({"error": {"message": message, **extra}})
+
+
+@pytest.mark.parametrize(
+    ("status", "body"),
+    [
+        (400, b'{"status": {"code": "40003", "message": "Text too long"}, "result": null}'),
+        (400, _error("Sequence holds 9000 units, which is over the limit of 8000 units")),
+        (413, _error("Request exceeds the maximum size")),  # bytes: a trim may well fix it
+        (
+            500,
+            '{"type":"api_error","message":"internal error: 输入内容超长"}'.encode(),
+        ),
+        (422, _error("conversation history is too long for this deployment")),
+    ],
+    ids=["clova-text", "units", "request-size", "zh-500", "history"],
+)
+def test_an_error_whose_words_point_at_the_prompts_size_is_a_suspect(
+    status: int, body: bytes
+) -> None:
+    assert detect_suspect(status, body) is not None
+
+
+@pytest.mark.parametrize(
+    ("status", "body"),
+    [
+        (429, _error("Text too long")),  # a status no overflow has
+        (502, _error("Text too long")),  # a gateway's: a resend may pass anyway
+        (400, _error("Text too long", code="insufficient_quota")),
+        (400, _error("Rate limit exceeded: too many tokens per minute, request too long")),
+        (400, _error("max_tokens is too long for this model")),  # an output
+        (400, _error("Image too large: the image exceeds 5 MB")),  # media, bytes
+        (400, _error("messages[0].content: string too long")),  # a field's own limit
+        (400, _error("context deadline exceeded")),  # time
+        (400, _error("Unknown parameter: temperature2")),  # no size word at all
+        (400, b"<html><body>Text too long</body></html>"),
+        (200, _error("Text too long")),
+        (400, b'data: {"error": {"message": "Text too long"}}\n\n'),
+    ],
+    ids=[
+        "429", "502", "quota", "rate", "output", "image", "field", "time", "unrelated",
+        "html", "200", "stream",
+    ],
+)  # fmt: skip
+def test_no_suspect_where_a_trim_cannot_be_the_answer(status: int, body: bytes) -> None:
+    assert detect_suspect(status, body) is None
+
+
+def test_a_suspects_wording_blanks_ids_and_numbers() -> None:
+    one = detect_suspect(400, _error("req a81b2c3d4e9f: prompt of 12,000 units too long (8000)"))
+    two = detect_suspect(400, _error("req 77e1c0ffee42: prompt of 9100 units too long (8000)"))
+    assert one is not None and two is not None
+    assert one.wording == two.wording == "400 req #: prompt of N units too long (N)"
+    assert (one.numbers, two.numbers) == ((12000, 8000), (9100, 8000))
+
+
+def _units(real: int, limit: int, request: str = "r1") -> Suspect:
+    found = detect_suspect(400, _error(f"{request}: input of {real} units is more than {limit}"))
+    assert found is not None
+    return found
+
+
+@pytest.mark.parametrize(
+    ("first", "again", "shrink", "expected"),
+    [
+        # the count moved with the trim, the limit stayed: both read
+        (_units(12000, 8000), _units(8100, 8000), 0.67, Overflow(8100, 8000)),
+        # still moved with the trim, but now under the limit it states: the limit is not
+        # the window (a reservation is in it), only the prompt is read
+        (_units(12000, 9000), _units(8000, 9000), 0.67, Overflow(8000, None)),
+        # the same answer again: nothing moved
+        (_units(12000, 8000), _units(12000, 8000), 0.67, None),
+        # moved, but far from the trim's own ratio: not the prompt's count
+        (_units(12000, 8000), _units(11900, 8000), 0.67, None),
+        # another wording
+        (_units(12000, 8000), detect_suspect(400, _error("Text too long")), 0.67, None),
+    ],
+    ids=["counts", "prompt-only", "same", "unrelated-move", "other-wording"],
+)
+def test_a_probe_confirms_an_overflow_when_the_prompts_count_moves_with_the_trim(
+    first: Suspect, again: Suspect | None, shrink: float, expected: Overflow | None
+) -> None:
+    assert again is not None
+    assert confirm_suspect(first, again, shrink) == expected

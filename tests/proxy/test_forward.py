@@ -27,6 +27,7 @@ from tests.proxy.bodies import anthropic_messages, gemini_contents, openai_chat,
 from tests.proxy.conftest import MakeStack
 from trimgate.history import Message
 from trimgate.providers.openai_chat import _scan
+from trimgate.providers.overflow import detect_suspect
 from trimgate.proxy.examine import Chat
 from trimgate.proxy.retry import Retries
 
@@ -464,9 +465,11 @@ NEGATIVES = [e for e in CORPUS if not e["overflow"]]
 
 
 @pytest.mark.parametrize("entry", NEGATIVES, ids=[e["id"] for e in NEGATIVES])
-async def test_negative_corpus_bodies_pass_through_with_one_call(
+async def test_negative_corpus_bodies_pass_through_untouched(
     make_stack: MakeStack, entry: dict[str, Any]
 ) -> None:
+    """Each look-alike goes back byte for byte, after one call, or two when its words
+    suspect an overflow: the probe gets the same answer and refutes it."""
     raw = entry["body"].encode()
     if entry.get("stream"):
         reply = Reply(status=entry["status"], events=[raw])
@@ -483,8 +486,11 @@ async def test_negative_corpus_bodies_pass_through_with_one_call(
     resp = await stack.client.post(path, json=body)
     assert resp.status == entry["status"]
     assert await resp.read() == raw
-    assert len(fake.requests) == 1
+    suspect = not entry.get("stream") and detect_suspect(entry["status"], raw) is not None
+    assert len(fake.requests) == (2 if suspect else 1)
+    assert resp.headers.get("x-trimgate-probe") == ("refuted" if suspect else None)
     assert resp.headers["x-trimgate-retries"] == "0"
+    assert resp.headers["x-trimgate-trimmed"] == "false"
     assert "x-trimgate-exhausted" not in resp.headers
 
 

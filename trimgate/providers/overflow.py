@@ -47,10 +47,13 @@ from trimgate.providers.overflow_read import (
     WINDOW_STOP,
     Overflow,
     Patterns,
+    Suspect,
+    _confirmed,
     _decide,
     _Facts,
     _has_hint,
     _never,
+    _suspect,
     _unfixable,
     _walk_document,
 )
@@ -59,6 +62,7 @@ from trimgate.providers.overflow_wordings import (
     _LIFECYCLE_TYPES,
     _NEVER_CODES,
     _NEVER_STATUSES,
+    _SUSPECT_STATUSES,
 )
 from trimgate.sse import event_fields
 
@@ -68,10 +72,13 @@ __all__ = [
     "MAX_PATTERN_LENGTH",
     "Overflow",
     "Patterns",
+    "Suspect",
     "compile_patterns",
+    "confirm_suspect",
     "detect_overflow",
     "detect_stream_event_overflow",
     "detect_stream_overflow",
+    "detect_suspect",
     "detect_unfixable",
     "stream_event_has_output",
     "stream_head_decided",
@@ -179,6 +186,34 @@ def detect_unfixable(status: int, body: bytes) -> bool:
     if facts.codes & _NEVER_CODES or any(map(_never, facts.texts)):
         return False
     return any(map(_unfixable, facts.texts))
+
+
+def detect_suspect(status: int, body: bytes) -> Suspect | None:
+    """An error answer that ``detect_overflow`` and ``detect_unfixable`` both turned down
+    but whose words point at the prompt's size: a size subject (the prompt, input,
+    context, text, messages...) beside an excess, with no output, byte or media size,
+    schema or time limit, under status 400, 413, 422 or 500. Rate-limit, quota, billing,
+    auth and safety answers never are, nor are HTML pages and streams.
+
+    Such an answer is worth one probe, a resend trimmed to 2/3: its ``wording`` keys what
+    the probe taught, ``confirm_suspect`` reads the probe's answer."""
+    if status not in _SUSPECT_STATUSES or not body or len(body) > MAX_BYTES:
+        return None
+    head = body[:64].lstrip()
+    if head[:5] == b"data:" or head[:6] in (b"event:", b"error:") or head[:1] == b":":
+        return None
+    facts = _body_facts(status, body, head)
+    return None if facts is None else _suspect(status, facts)
+
+
+def confirm_suspect(first: Suspect, again: Suspect, shrink: float) -> Overflow | None:
+    """The overflow a probe confirms: its answer ``again`` has the wording of ``first``
+    with one count (of at least 100) moved down about as much as the trim shrank the
+    prompt (``shrink``: the probe's estimated prompt over the first's, within 0.2). That
+    count is the prompt the provider counted; the window is the one other count of at
+    least 100 that stayed the same and is smaller, when there is exactly one. None: the
+    probe confirms nothing (the same answer again, or another one)."""
+    return _confirmed(first, again, shrink)
 
 
 _MAX_EVENTS: Final = 16

@@ -56,6 +56,10 @@ from trimgate.providers.overflow_wordings import (
     _STATUS_KEYS,
     _STRONG_RE,
     _SUM_RE,
+    _SUSPECT_ID_RE,
+    _SUSPECT_KEY_CHARS,
+    _SUSPECT_NUMBER_RE,
+    _SUSPECT_SUBJECT_RE,
     _TEXT_KEYS,
 )
 
@@ -66,6 +70,14 @@ Patterns = tuple[re.Pattern[str], ...]  # compiled operator patterns (compile_pa
 class Overflow:
     real: int | None  # prompt tokens the provider says the request had (None if not stated)
     maximum: int | None  # the limit it states (None if not stated)
+
+
+@dataclass(frozen=True, slots=True)
+class Suspect:
+    """An error no reader recognises whose words point at the prompt's size."""
+
+    wording: str  # its status and messages, ids and numbers blanked: the wording's key
+    numbers: tuple[int, ...]  # the numbers its messages state, in order
 
 
 # --------------------------------------------------------------------------- JSON walking
@@ -588,3 +600,63 @@ def _two_counts(texts: list[str]) -> Overflow | None:
 
 def _has_hint(lowered: bytes) -> bool:
     return any(hint in lowered for hint in _HINTS)
+
+
+# --------------------------------------------------------------------------- suspects
+
+
+def _suspect_text(text: str) -> bool:
+    """A message naming a size subject (the prompt, input, context, text, messages...)
+    and an excess, and no output, byte or media size, schema or time limit."""
+    if (
+        _GEN_EXCLUDE_RE.search(text) is not None
+        or _GEN_ZH_EXCLUDE_RE.search(text) is not None
+        or _OUTPUT_WORD_RE.search(text) is not None
+    ):
+        return False
+    if _GEN_EXCESS_RE.search(text) is None and _GEN_ZH_EXCESS_RE.search(text) is None:
+        return False
+    return _SUSPECT_SUBJECT_RE.search(text) is not None
+
+
+def _suspect(status: int, facts: _Facts) -> Suspect | None:
+    """The suspect an unrecognised error's facts make, or None (rate, quota, billing,
+    auth and safety wordings never are)."""
+    if any(s in _NEVER_STATUSES for s in facts.statuses) or facts.codes & _NEVER_CODES:
+        return None
+    if any(map(_never, facts.texts)) or not any(map(_suspect_text, facts.texts)):
+        return None
+    text = _SUSPECT_ID_RE.sub("#", " | ".join(facts.texts)[:_SUSPECT_KEY_CHARS])
+    numbers = tuple(int(n.replace(",", "")) for n in _SUSPECT_NUMBER_RE.findall(text))
+    return Suspect(f"{status} {_SUSPECT_NUMBER_RE.sub('N', text)}", numbers)
+
+
+_SHRINK_SLACK: Final = 0.2  # a count moved with the trim: its ratio within this of the trim's
+
+
+def _confirmed(first: Suspect, again: Suspect, shrink: float) -> Overflow | None:
+    """The overflow a probe's answer ``again`` confirms: the wording of ``first`` with one
+    count (of at least 100) moved down about as much as the trim shrank the prompt
+    (``shrink``: the probe's estimate over the first's); None when nothing did. That
+    count is the prompt; the window is the one other count of at least 100, unchanged and
+    smaller, when there is exactly one."""
+    if first.wording != again.wording or len(first.numbers) != len(again.numbers):
+        return None
+    moved = [
+        i
+        for i, (was, now) in enumerate(zip(first.numbers, again.numbers, strict=True))
+        if was >= _MIN_COUNT and now < was and abs(now / was - shrink) <= _SHRINK_SLACK
+    ]
+    if not moved:
+        return None
+    if len(moved) > 1:
+        return Overflow(None, None)
+    was, real = first.numbers[moved[0]], again.numbers[moved[0]]
+    windows = {
+        n
+        for n, m in zip(first.numbers, again.numbers, strict=True)
+        if n == m and _MIN_COUNT <= n < was
+    }
+    if len(windows) == 1 and (limit := windows.pop()) < real:
+        return Overflow(real, limit)
+    return Overflow(real, None)

@@ -845,3 +845,20 @@ _DELTA_OUTPUT_KEYS: Final = (
     "refusal",
     "audio",
 )
+
+# --------------------------------------------------------------------------- suspects
+
+# An error no reader recognises whose words point at the prompt's size (``detect_suspect``):
+# one probe, a resend trimmed to 2/3, tells whether it is an overflow. Broader than the
+# generic rule: any size subject beside an excess, under a status a too-long prompt gets
+# (never 502-599: a gateway's or an overloaded server's answer, which a resend may pass).
+_SUSPECT_STATUSES: Final = frozenset({400, 413, 422, 500})
+_SUSPECT_SUBJECT_RE: Final = _p(
+    r"\b(?:context|prompt|input|tokens?|length|len|text|messages?|conversation|history"
+    r"|sequence|request|content)\b|上下文|输入|提示|对话|消息|长度|字数|内容|文本"
+)
+# A wording's key blanks what changes from one answer to the next: ids (a run of letters and
+# digits mixing both, 8 or more) and numbers.
+_SUSPECT_ID_RE: Final = re.compile(r"(?<![\w-])(?=[\w-]*\d)(?=[\w-]*[^\W\d_])[\w-]{8,}")
+_SUSPECT_NUMBER_RE: Final = re.compile(r"\d+(?:,\d{3})*")
+_SUSPECT_KEY_CHARS: Final = 2048  # of the messages, joined: a wording's key at most this long

@@ -44,7 +44,7 @@ from trimgate.proxy.front import BodyBudget, FrontRequest
 from trimgate.proxy.metrics import Metrics
 from trimgate.proxy.offload import Offload, heavy
 from trimgate.proxy.relay import Attempt, Incoming, relay, sniff_overflow
-from trimgate.proxy.retry import Send, Sleep, send_with_retries, unresolved
+from trimgate.proxy.retry import Send, Sleep, Wordings, send_with_retries, unresolved
 from trimgate.proxy.routing import NoUpstream, Route, Router, refusal
 from trimgate.proxy.signals import Outcome, attribution, record, record_usage, response_headers
 from trimgate.proxy.usage import UsageSniffer as UsageSniffer  # bench/ablate.py replaces it
@@ -102,6 +102,7 @@ class Proxy:
         if self.team is not None and not metrics.teams:
             raise ValueError("metrics.attribution is on: Metrics(registry, teams=True)")
         self.windows = LearnedWindows()  # of models without a known window, per process
+        self.wordings = Wordings()  # what probes of suspected overflows taught, per process
         self.lookups = GeminiLookups(client)
         self.websockets = WebSocketRelay(self)
         self.otel = otel.start(config)  # None: OpenTelemetry is off
@@ -392,6 +393,7 @@ class Proxy:
             learn=self._learn,
             max_body=self.config.server.max_body_bytes,
             offload=self.offload,
+            wordings=self.wordings,
         )
         report = state.report
         reason = None
@@ -410,6 +412,7 @@ class Proxy:
             overflows=state.overflows,
             unresolved=unresolved(final, report),
             shadow=chat.shadow,
+            probe=state.probe,
         )
         return final, outcome
 
@@ -440,15 +443,12 @@ class Proxy:
             timer.spent += time.perf_counter() - t
             return Attempt(resp, b"", None)
         try:
-            head, overflow, unfixable = await sniff_overflow(
-                codec, resp, route.upstream.compiled_overflow_patterns
-            )
+            return await sniff_overflow(codec, resp, route.upstream.compiled_overflow_patterns)
         except BaseException:
             resp.close()
             raise
         finally:
             timer.spent += time.perf_counter() - t  # waiting for the first bytes is upstream's
-        return Attempt(resp, head, overflow, unfixable=unfixable)
 
     def _learning(self, chat: Chat, send: Send, request_id: str) -> Send:
         """``send``, learning the model's window from the first overflow that states one."""

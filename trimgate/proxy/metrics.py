@@ -4,7 +4,7 @@ Label values are bounded: ``upstream`` is a configured name, ``provider`` one
 of three, ``model`` a catalog entry's name or ``other`` (on
 ``trimgate_learned_window_tokens``: one of the first 32 learned model names, or
 ``other``), ``status`` an HTTP status code, ``reason`` preemptive or reactive (or, on
-``trimgate_trim_exhausted_total``, one of ``UNRESOLVED``). With
+``trimgate_trim_exhausted_total``, one of ``UNRESOLVED``), ``result`` one of ``PROBES``. With
 ``metrics.attribution`` on, the counters named in ``BY_TEAM`` carry one more label,
 ``team`` (bounded by the resolver in ``trimgate.attribution``); with it off they are
 exactly as without it.
@@ -51,6 +51,10 @@ _TRIM = ("upstream", "model", "reason")
 # one turn was left, the retries ran out with more left, or the error states an output
 # reservation that alone fills the window.
 UNRESOLVED = ("one-turn", "retries-spent", "output-reservation")
+# How a probe of an error that only suspected an overflow went
+# (``trimgate_overflow_probes_total{result}``): the trimmed resend went through, the
+# error came back with its count moved down with the trim, or it proved no overflow.
+PROBES = ("fixed", "confirmed", "refuted")
 _UM = ("upstream", "model")
 
 
@@ -124,6 +128,12 @@ class Metrics:
             "Overflows returned to the client unresolved, by reason (one-turn, "
             "retries-spent, output-reservation).",
             _TRIM,
+        )
+        self.probes = counter(
+            "trimgate_overflow_probes_total",
+            "Errors that only suspected an overflow, resent once trimmed, by result (fixed, "
+            "confirmed, refuted).",
+            (*_UM, "result"),
         )
 
     def _declare_usage_counters(self) -> None:
@@ -273,6 +283,7 @@ class ModelMetrics:
         "dropped_messages",
         "dropped_turns",
         "orphans_removed",
+        "probes",
         "prompt_cache_read",
         "prompt_tokens",
         "prompt_tokens_total",
@@ -297,6 +308,7 @@ class ModelMetrics:
         self.context_overflows = child(m.context_overflows, *um)
         self.reactive_retries = child(m.reactive_retries, *um)
         self.trim_exhausted = {r: child(m.trim_exhausted, *um, r) for r in UNRESOLVED}
+        self.probes = {r: child(m.probes, *um, r) for r in PROBES}
         self.capped_messages = child(m.capped_messages, *um)
         self.orphans_removed = child(m.orphans_removed, *um)
         self.tool_results_capped = child(m.tool_results_capped, *um)

@@ -28,6 +28,8 @@ from trimgate.providers.overflow import (
     WINDOW_STOP_JSON,
     Overflow,
     Patterns,
+    Suspect,
+    detect_suspect,
     detect_unfixable,
     stream_event_has_output,
 )
@@ -62,13 +64,14 @@ class Attempt:
     retry: bool = False
     # an overflow no trim can fix (the output reservation alone fills the window)
     unfixable: bool = False
+    # an error no reader recognises whose words suspect an overflow: worth one probe
+    suspect: Suspect | None = None
 
 
-async def sniff_overflow(
-    codec: Codec, resp: up.Answer, patterns: Patterns = ()
-) -> tuple[bytes, Overflow | None, bool]:
-    """Read just enough of an answer to tell an overflow: those bytes, the overflow, and
-    whether the answer states one no trim can fix (``detect_unfixable``).
+async def sniff_overflow(codec: Codec, resp: up.Answer, patterns: Patterns = ()) -> Attempt:
+    """Read just enough of an answer to tell an overflow: the attempt, with those bytes,
+    the overflow, whether the answer states one no trim can fix (``detect_unfixable``)
+    and, for an error answer neither, whether its words suspect one (``detect_suspect``).
 
     ``patterns`` are the upstream's own overflow wordings (``overflow_patterns``)."""
     encoding = resp.headers.get("Content-Encoding", "")
@@ -76,16 +79,19 @@ async def sniff_overflow(
     if resp.status >= 400:
         head, complete = await up.read_head(resp, ERROR_BODY_LIMIT)
         if not complete:
-            return head, None, False
+            return Attempt(resp, head, None)
         body = head
         if encoding:
             inflated = decompress(head, encoding.lower(), ERROR_BODY_LIMIT * 8)
             if inflated is None:
-                return head, None, False
+                return Attempt(resp, head, None)
             body = inflated
-        return (head, *_judge(codec, resp.status, body, patterns))
+        attempt = _judge(codec, resp, head, body, patterns)
+        if attempt.overflow is None and not attempt.unfixable:
+            attempt.suspect = detect_suspect(resp.status, body)
+        return attempt
     if encoding or resp.status != 200:
-        return b"", None, False
+        return Attempt(resp, b"", None)
     if "text/event-stream" in ctype:
         return await _sniff_stream(codec, resp, patterns)
     if "json" in ctype:
@@ -94,16 +100,16 @@ async def sniff_overflow(
             rest, complete = await up.read_head(resp, ERROR_BODY_LIMIT)
             head += rest
         if complete and (b"error" in head or WINDOW_STOP_JSON in head):
-            return (head, *_judge(codec, resp.status, head, patterns))
-        return head, None, False
-    return b"", None, False
+            return _judge(codec, resp, head, head, patterns)
+        return Attempt(resp, head, None)
+    return Attempt(resp, b"", None)
 
 
-def _judge(
-    codec: Codec, status: int, body: bytes, patterns: Patterns
-) -> tuple[Overflow | None, bool]:
-    found = codec.detect_overflow(status, body, patterns)
-    return found, found is None and detect_unfixable(status, body)
+def _judge(codec: Codec, resp: up.Answer, head: bytes, body: bytes, patterns: Patterns) -> Attempt:
+    found = codec.detect_overflow(resp.status, body, patterns)
+    return Attempt(
+        resp, head, found, unfixable=found is None and detect_unfixable(resp.status, body)
+    )
 
 
 def _length(resp: up.Answer) -> int | None:
@@ -126,9 +132,7 @@ def _may_be_error(first: bytes, length: int | None) -> bool:
     return length is not None and length <= SMALL_JSON_LIMIT
 
 
-async def _sniff_stream(
-    codec: Codec, resp: up.Answer, patterns: Patterns
-) -> tuple[bytes, Overflow | None, bool]:
+async def _sniff_stream(codec: Codec, resp: up.Answer, patterns: Patterns) -> Attempt:
     """Hold a 200 stream's events until the first one with output (a role-only opener,
     lifecycle events and comments are held with it), checking each complete event for an
     overflow; past ``STREAM_HOLD_LIMIT`` bytes or ``STREAM_HOLD_SECONDS`` without output,
@@ -137,11 +141,12 @@ async def _sniff_stream(
     hold = asyncio.timeout(STREAM_HOLD_SECONDS)  # one timer for the whole hold
     try:
         async with hold:
-            return await _hold_stream(codec, resp, patterns, buf)
+            head, found, unfixable = await _hold_stream(codec, resp, patterns, buf)
     except TimeoutError:
         if not hold.expired():
             raise  # the upstream's own read timeout
-        return bytes(buf), None, False  # cancelled in a read: what was read is in buf
+        return Attempt(resp, bytes(buf), None)  # cancelled in a read: what was read is in buf
+    return Attempt(resp, head, found, unfixable=unfixable)
 
 
 async def _hold_stream(

@@ -1,4 +1,6 @@
 """Reactive retries: on a recognised overflow, plan again with fewer turns and resend.
+An error that only suspects one (``Attempt.suspect``) is probed: resent once, trimmed to
+2/3; the probe's answer tells whether it was an overflow (``Wordings`` remembers).
 
 Rules of this module:
 - A retry happens only before the first byte reaches the client: it wraps "send and read
@@ -9,17 +11,22 @@ Rules of this module:
 - The common path (no overflow) never builds the tenacity loop.
 - An answer replaced by a retry is closed; a bug while planning a retry sends the
   provider's own answer back rather than a 500.
+- A probe that confirms nothing sends the provider's first answer back (read whole before
+  the probe, so kept), as if no probe had been made but for ``x-trimgate-probe``.
 """
 
 from __future__ import annotations
 
 import logging
+import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from tenacity import AsyncRetrying, retry_if_result, stop_after_attempt, wait_none
 
 from trimgate.errors import DecodeError
+from trimgate.providers.overflow import Overflow, confirm_suspect
 from trimgate.proxy.examine import Chat
 from trimgate.proxy.offload import Offload, heavy
 from trimgate.proxy.relay import Attempt
@@ -43,6 +50,46 @@ class Retries:
     last: Attempt | None = None
     retries: int = 0
     overflows: int = 0
+    probe: str | None = None  # how a probe went: "fixed", "confirmed" or "refuted"
+    questioned: Attempt | None = None  # the answer a probe in flight questions
+    questioned_report: TrimReport | None = None  # of the body that answer was to
+
+
+class Wordings:
+    """What probes taught, per upstream: the wordings that proved overflows (recognised
+    from then on) and, for ``forget_after`` seconds, the ones that proved not to be (not
+    probed again meanwhile). At most ``size`` wordings, the least recently used dropped."""
+
+    def __init__(
+        self,
+        size: int = 512,
+        forget_after: float = 600.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._size = size
+        self._forget_after = forget_after
+        self._clock = clock
+        self._known: OrderedDict[tuple[str, str], tuple[bool, float]] = OrderedDict()
+
+    def verdict(self, upstream: str, wording: str) -> bool | None:
+        """True: an overflow; False: not one (lately); None: not known."""
+        key = (upstream, wording)
+        known = self._known.get(key)
+        if known is None:
+            return None
+        overflow, at = known
+        if not overflow and self._clock() - at > self._forget_after:
+            del self._known[key]
+            return None
+        self._known.move_to_end(key)
+        return overflow
+
+    def learn(self, upstream: str, wording: str, overflow: bool) -> None:
+        key = (upstream, wording)
+        self._known[key] = (overflow, self._clock())
+        self._known.move_to_end(key)
+        while len(self._known) > self._size:
+            self._known.popitem(last=False)
 
 
 async def send_with_retries(
@@ -54,13 +101,15 @@ async def send_with_retries(
     learn: Learn,
     max_body: int,
     offload: Offload,
+    wordings: Wordings | None = None,
 ) -> tuple[Attempt, Retries]:
     """The final attempt (to relay) and the loop's state, whose ``report`` is of the body
-    last sent. The caller drops the state before relaying: it holds that body."""
+    the final answer is to. The caller drops the state before relaying: it holds that
+    body. ``wordings``: what probes taught; None: suspects are never probed."""
     # the body sent is referenced by ``state`` only: freed when a retry replaces it
     state = Retries(report=chat.report, body=chat.send_body, request_id=request_id)
     chat.send_body = b""
-    final = await _attempt(chat, state, send)
+    final = await _attempt(chat, state, send, wordings)
     if final.retry:
         # tenacity runs only the retries: the common path pays nothing for it
         retrying = AsyncRetrying(
@@ -72,10 +121,11 @@ async def send_with_retries(
             reraise=True,
         )
         try:
-            final = await retrying(_retry, chat, state, send, learn, max_body, offload)
+            final = await retrying(_retry, chat, state, send, learn, max_body, offload, wordings)
         except BaseException:  # cancelled between attempts, or a failed resend
-            if state.last is not None:
-                state.last.resp.close()  # the answer nobody will relay now
+            for answer in (state.last, state.questioned):
+                if answer is not None:
+                    answer.resp.close()  # an answer nobody will relay now
             raise
     state.body = b""  # sent: not held while the answer is relayed
     state.last = None
@@ -104,26 +154,82 @@ def unresolved(final: Attempt, sent: TrimReport) -> str | None:
     return "one-turn" if sent.kept_turns <= 1 else "retries-spent"
 
 
-async def _attempt(chat: Chat, state: Retries, send: Send) -> Attempt:
+async def _attempt(chat: Chat, state: Retries, send: Send, wordings: Wordings | None) -> Attempt:
     result = await send(state.body)
+    state.last = result
+    if state.questioned is not None:
+        return _probed(chat, state, result, wordings)
+    suspect = result.suspect
+    if result.overflow is None and suspect is not None and wordings is not None:
+        known = wordings.verdict(chat.route.name, suspect.wording)
+        if known:  # a wording an earlier probe proved an overflow
+            result.overflow = Overflow(None, None)
+        elif known is None and state.retries == 0 and chat.settings.probe:
+            result.retry = may_retry(chat.settings, state.report, shadow=chat.shadow)
+            return result
     if result.overflow is not None:
         state.overflows += 1
         result.retry = may_retry(chat.settings, state.report, shadow=chat.shadow)
-    state.last = result
+    return result
+
+
+def _probed(chat: Chat, state: Retries, result: Attempt, wordings: Wordings | None) -> Attempt:
+    """Judge a probe by its answer: an overflow (recognised, or the first answer's
+    wording with the prompt's count moved down with the trim) goes on up the ladder; a
+    success means the trim fixed it; anything else refutes the suspicion, and the first
+    answer goes back."""
+    questioned, before = state.questioned, state.questioned_report
+    assert questioned is not None and questioned.suspect is not None and before is not None
+    state.questioned = state.questioned_report = None
+    wording = questioned.suspect.wording
+    if result.overflow is None and result.suspect is not None:
+        shrink = state.report.tokens_after / max(1, before.tokens_after)
+        result.overflow = confirm_suspect(questioned.suspect, result.suspect, shrink)
+    if result.overflow is not None:
+        state.probe = "confirmed"
+        state.overflows += 2
+        result.retry = may_retry(chat.settings, state.report, shadow=chat.shadow)
+    elif result.resp.status < 400 and not result.unfixable:
+        state.probe = "fixed"
+        state.overflows += 1
+    else:
+        result.resp.close()
+        state.probe = "refuted"
+        state.report, state.retries, state.last = before, 0, questioned
+        questioned.retry = False
+        result = questioned
+    if wordings is not None and (state.probe != "fixed" or questioned.resp.status != 500):
+        # a 500 a resend passed may have been passing trouble: nothing is learned from it
+        wordings.learn(chat.route.name, wording, state.probe != "refuted")
     return result
 
 
 async def _retry(
-    chat: Chat, state: Retries, send: Send, learn: Learn, max_body: int, offload: Offload
+    chat: Chat,
+    state: Retries,
+    send: Send,
+    learn: Learn,
+    max_body: int,
+    offload: Offload,
+    wordings: Wordings | None,
 ) -> Attempt:
-    """Plan again from the last overflow, dropping at least one more turn, and resend
-    (planned in a worker thread when the body is large, as its first examination was)."""
+    """Plan again from the last overflow (or, for a probe, at 2/3 of the estimate),
+    dropping at least one more turn, and resend (planned in a worker thread when the body
+    is large, as its first examination was)."""
     last = state.last
-    assert last is not None and last.overflow is not None
+    assert last is not None
     previous = state.report
-    learn(chat, last.overflow.real, previous)
+    overflow = last.overflow
+    if overflow is not None and state.probe is None:
+        # a count a probe read may be in any unit (characters, bytes): only the ratio of
+        # its two counts aims the retry, nothing calibrates on it
+        learn(chat, overflow.real, previous)
     policy = next_attempt(
-        chat.policy, previous, last.overflow.real, last.overflow.maximum, retry=state.retries
+        chat.policy,
+        previous,
+        overflow.real if overflow else None,
+        overflow.maximum if overflow else None,
+        retry=state.retries,
     )
     try:
         report, body = await replan(chat, policy, max_body, offload)
@@ -145,7 +251,10 @@ async def _retry(
         )
         last.retry = False
         return last
-    last.resp.close()
+    if overflow is None:  # a probe: the answer it questions was read whole, and is kept
+        state.questioned, state.questioned_report = last, previous
+    else:
+        last.resp.close()
     state.report, state.body = report, body
     state.retries += 1
-    return await _attempt(chat, state, send)
+    return await _attempt(chat, state, send, wordings)

@@ -45,6 +45,9 @@ class Outcome:
     # "output-reservation" (metrics.UNRESOLVED), None when it did not
     unresolved: str | None = None
     shadow: bool = False
+    # how a probe of a suspected overflow went: "fixed", "confirmed", "refuted"
+    # (metrics.PROBES), None when none was made
+    probe: str | None = None
     attribution: dict[str, str] = field(default_factory=dict)
     team: str | None = None  # the bounded ``team`` label; None: attribution is off
 
@@ -91,6 +94,8 @@ def response_headers(o: Outcome) -> dict[str, str]:
         h["x-trimgate-retries-spent"] = "true"
     elif o.unresolved == "output-reservation":
         h["x-trimgate-unfixable"] = "output-reservation"
+    if o.probe:
+        h["x-trimgate-probe"] = o.probe
     if o.shadow:
         h["x-trimgate-shadow"] = "true"
     return h
@@ -172,6 +177,8 @@ def _observe(o: Outcome, mm: ModelMetrics) -> None:
         mm.reactive_retries.inc(o.retries)
     if o.unresolved:
         mm.trim_exhausted[o.unresolved].inc()
+    if o.probe:
+        mm.probes[o.probe].inc()
     if r.capped_messages:
         mm.capped_messages.inc(r.capped_messages)
     if r.orphans_removed:
@@ -198,6 +205,12 @@ def _warn(o: Outcome, base: Mapping[str, object]) -> None:
             "tool results capped",
             extra={"event": "tool_result_cap", **base, "count": r.tool_results_capped},
         )
+    if o.probe:
+        log.log(
+            logging.WARNING if o.probe == "refuted" else logging.INFO,
+            _PROBE_LOG[o.probe],
+            extra={"event": "overflow_probe", **base, "result": o.probe, "retries": o.retries},
+        )
     if o.unresolved:
         log.error(
             _UNRESOLVED_LOG[o.unresolved],
@@ -216,6 +229,14 @@ _UNRESOLVED_LOG = {
     "retries-spent": "context overflow persisted when the retries ran out",
     "output-reservation": "context overflow no trim can fix: the output reservation fills "
     "the window",
+}
+
+
+_PROBE_LOG = {
+    "fixed": "an error that suspected an overflow was one: the trimmed resend went through",
+    "confirmed": "an error that suspected an overflow was one: its counts moved with the trim",
+    "refuted": "an error that suspected an overflow was not one: the provider's first answer "
+    "goes back",
 }
 
 

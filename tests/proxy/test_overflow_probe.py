@@ -1,0 +1,213 @@
+"""Probes end to end over loopback: an error no reader recognises, whose words only
+suspect an overflow, is resent once trimmed to 2/3. The probe's answer decides: a
+success (``fixed``), the same wording with the prompt's count moved down with the trim
+(``confirmed``, and the ladder goes on), or anything else (``refuted``: the provider's
+first answer goes back, byte for byte). Each wording's verdict is remembered per upstream."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+
+import orjson
+import pytest
+
+from tests.fakes import FakeProvider, Recorded, Reply, json_reply, openai_ok
+from tests.proxy.bodies import openai_chat
+from tests.proxy.conftest import MakeStack
+from trimgate.proxy.retry import Wordings
+
+LABELS = {"upstream": "openai", "model": "gpt-4o"}
+PATH = "/v1/chat/completions"
+
+
+@pytest.fixture(
+    params=[(s, c) for s in ("trimgate", "aiohttp") for c in ("trimgate", "aiohttp")],
+    ids=["front+h1", "front+aiohttp-client", "aiohttp-server+h1", "aiohttp-server+client"],
+)
+def stack_kind(request: pytest.FixtureRequest) -> tuple[str, str]:
+    """Both fronts and both upstream clients: a refuted probe relays an answer read whole
+    and released before the probe was sent."""
+    http_server, upstream_client = request.param
+    return str(http_server), str(upstream_client)
+
+
+@pytest.fixture
+def http_server(stack_kind: tuple[str, str]) -> str:
+    return stack_kind[0]
+
+
+@pytest.fixture
+def upstream_client(stack_kind: tuple[str, str]) -> str:
+    return stack_kind[1]
+
+
+def text_too_long() -> Reply:
+    # NAVER CLOVA's OpenAI-compatible mode: no count, no word any reader keys on
+    return json_reply({"status": {"code": "40003", "message": "Text too long"}}, status=400)
+
+
+def units_over(units: int, limit: int) -> Reply:
+    # a server that states its own unit, in a wording no table lists
+    message = f"Sequence holds {units} units, which is over the limit of {limit} units"
+    return json_reply({"error": {"message": message}}, status=400)
+
+
+async def test_a_probe_the_trim_fixes_goes_through_and_teaches_the_wording(
+    make_stack: MakeStack, caplog: pytest.LogCaptureFixture
+) -> None:
+    first: list[int] = []
+
+    def answer(r: Recorded) -> Reply:
+        first.append(len(r.body))
+        return text_too_long() if len(r.body) > first[0] * 0.8 else json_reply(openai_ok(10))
+
+    fake = FakeProvider(answer)
+    stack = await make_stack(fake)
+    with caplog.at_level(logging.INFO, logger="trimgate"):
+        resp = await stack.client.post(PATH, json=openai_chat(24, model="gpt-4o"))
+    assert resp.status == 200, await resp.text()
+    assert len(fake.requests) == 2
+    assert resp.headers["x-trimgate-probe"] == "fixed"
+    assert resp.headers["x-trimgate-reason"] == "reactive"
+    assert resp.headers["x-trimgate-retries"] == "1"
+    assert stack.metric("trimgate_overflow_probes_total", **LABELS, result="fixed") == 1
+    assert stack.metric("trimgate_context_overflows_total", **LABELS) == 1
+    assert [e["reason"] for e in stack.events()] == ["reactive"]
+    probes = [r for r in caplog.records if getattr(r, "event", "") == "overflow_probe"]
+    assert [getattr(r, "result", None) for r in probes] == ["fixed"]
+    assert "Text too long" not in caplog.text  # a provider's message is never logged
+
+    # the wording is known now: an overflow from the first answer, with the whole ladder
+    # (a body that needs more than one 2/3 step fits after the second)
+    first.clear()
+    fake.requests.clear()
+    first.append(0)
+
+    def needs_two_steps(r: Recorded) -> Reply:
+        if first[0] == 0:
+            first[0] = len(r.body)
+        return text_too_long() if len(r.body) > first[0] * 0.5 else json_reply(openai_ok(10))
+
+    fake.responder = needs_two_steps
+    resp = await stack.client.post(PATH, json=openai_chat(24, model="gpt-4o"))
+    assert resp.status == 200, await resp.text()
+    assert "x-trimgate-probe" not in resp.headers
+    assert int(resp.headers["x-trimgate-retries"]) >= 2
+    sizes = [len(r.body) for r in fake.requests]
+    assert all(b < a for a, b in itertools.pairwise(sizes))
+    assert stack.metric("trimgate_overflow_probes_total", **LABELS, result="fixed") == 1
+
+
+async def test_a_refuted_probe_sends_the_first_answer_back_and_is_not_repeated(
+    make_stack: MakeStack, caplog: pytest.LogCaptureFixture
+) -> None:
+    # a look-alike: the same error whatever is sent, with an id that changes each time
+    ids = itertools.count(1)
+    bodies: list[bytes] = []
+
+    def answer(r: Recorded) -> Reply:
+        message = f"request req_{next(ids):08x}z failed: message text exceeds what we accept"
+        error = {"error": {"message": message, "type": "invalid_request"}}
+        bodies.append(orjson.dumps(error))
+        return json_reply(error, status=400)
+
+    fake = FakeProvider(answer)
+    stack = await make_stack(fake)
+    with caplog.at_level(logging.INFO, logger="trimgate"):
+        resp = await stack.client.post(PATH, json=openai_chat(24, model="gpt-4o"))
+        body = await resp.read()
+    assert resp.status == 400 and len(fake.requests) == 2
+    assert orjson.loads(body) == orjson.loads(bodies[0])  # the first answer, not the probe's
+    assert resp.headers["x-trimgate-probe"] == "refuted"
+    assert resp.headers["x-trimgate-trimmed"] == "false"
+    assert resp.headers["x-trimgate-retries"] == "0"
+    for header in ("exhausted", "retries-spent", "unfixable", "reason"):
+        assert f"x-trimgate-{header}" not in resp.headers
+    assert stack.metric("trimgate_overflow_probes_total", **LABELS, result="refuted") == 1
+    assert stack.metric("trimgate_context_overflows_total", **LABELS) == 0
+    assert stack.metric("trimgate_reactive_retries_total", **LABELS) == 0
+    assert stack.events() == []
+    probes = [r for r in caplog.records if getattr(r, "event", "") == "overflow_probe"]
+    assert [(r.levelno, getattr(r, "result", None)) for r in probes] == [
+        (logging.WARNING, "refuted")
+    ]
+
+    # the verdict is remembered: the same wording is not probed again
+    resp = await stack.client.post(PATH, json=openai_chat(24, model="gpt-4o"))
+    assert resp.status == 400 and len(fake.requests) == 3
+    assert "x-trimgate-probe" not in resp.headers
+
+
+async def test_counts_that_move_with_the_trim_confirm_it_and_aim_the_ladder(
+    make_stack: MakeStack,
+) -> None:
+    # the server counts 10 units a byte and holds 30% of the first body: one 2/3 probe is
+    # not enough, the moved count confirms the overflow and states the deficit
+    first: list[int] = []
+
+    def answer(r: Recorded) -> Reply:
+        first.append(len(r.body))
+        limit = first[0] * 3
+        units = len(r.body) * 10
+        return units_over(units, limit) if units > limit else json_reply(openai_ok(10))
+
+    fake = FakeProvider(answer)
+    stack = await make_stack(fake)
+    resp = await stack.client.post(PATH, json=openai_chat(30, model="gpt-4o"))
+    assert resp.status == 200, await resp.text()
+    assert resp.headers["x-trimgate-probe"] == "confirmed"
+    assert resp.headers["x-trimgate-reason"] == "reactive"
+    assert 2 <= int(resp.headers["x-trimgate-retries"]) <= 3
+    assert stack.metric("trimgate_overflow_probes_total", **LABELS, result="confirmed") == 1
+    # the probe's answer was an overflow too: two answers counted before the ladder went on
+    assert stack.metric("trimgate_context_overflows_total", **LABELS) >= 2
+
+
+@pytest.mark.parametrize(
+    ("status", "error", "config"),
+    [
+        (400, {"message": "Text too long"}, {"reactive": {"probe": False}}),
+        (400, {"message": "Text too long"}, {"reactive": {"enabled": False}}),
+        (429, {"message": "Text too long"}, {}),  # never statuses
+        (502, {"message": "Text too long"}, {}),  # a gateway's: a resend may pass anyway
+        (400, {"message": "max_tokens is too long for this model"}, {}),  # an output limit
+        (400, {"message": "Image too large: 25 MB exceeds the limit"}, {}),  # media, bytes
+        (400, {"message": "Text too long", "code": "insufficient_quota"}, {}),
+    ],
+    ids=["off", "reactive-off", "429", "502", "output", "image", "quota"],
+)
+async def test_no_probe_where_a_trim_cannot_be_the_answer(
+    make_stack: MakeStack, status: int, error: dict[str, str], config: dict[str, object]
+) -> None:
+    fake = FakeProvider(lambda r: json_reply({"error": error}, status=status))
+    stack = await make_stack(fake, trimming=config)
+    resp = await stack.client.post(PATH, json=openai_chat(24, model="gpt-4o"))
+    assert resp.status == status and len(fake.requests) == 1
+    assert await resp.json() == {"error": error}
+    assert "x-trimgate-probe" not in resp.headers
+
+
+async def test_a_lone_turn_is_never_probed(make_stack: MakeStack) -> None:
+    fake = FakeProvider(lambda r: text_too_long())
+    stack = await make_stack(fake)
+    resp = await stack.client.post(PATH, json=openai_chat(1, model="gpt-4o"))
+    assert resp.status == 400 and len(fake.requests) == 1
+    assert "x-trimgate-probe" not in resp.headers
+
+
+def test_wordings_remember_overflows_and_forget_refutations_after_a_while() -> None:
+    now = [0.0]
+    wordings = Wordings(size=3, forget_after=600.0, clock=lambda: now[0])
+    wordings.learn("a", "400 Text too long", True)
+    wordings.learn("a", "400 message text exceeds", False)
+    assert wordings.verdict("a", "400 Text too long") is True
+    assert wordings.verdict("b", "400 Text too long") is None  # per upstream
+    assert wordings.verdict("a", "400 message text exceeds") is False
+    now[0] = 601.0  # a refutation is forgotten: the wording is probed again
+    assert wordings.verdict("a", "400 message text exceeds") is None
+    assert wordings.verdict("a", "400 Text too long") is True  # an overflow is not
+    for n in range(3):  # bounded: the least recently used goes first
+        wordings.learn("a", f"400 wording {n}", True)
+    assert wordings.verdict("a", "400 Text too long") is None
+    assert wordings.verdict("a", "400 wording 0") is True
