@@ -1141,13 +1141,14 @@ def _error(message: str, **extra: str) -> bytes:
         (400, b'{"status": {"code": "40003", "message": "Text too long"}, "result": null}'),
         (400, _error("Sequence holds 9000 units, which is over the limit of 8000 units")),
         (413, _error("Request exceeds the maximum size")),  # bytes: a trim may well fix it
+        (413, b'{"status": 413, "message": "Payload too large"}'),  # GigaChat
         (
             500,
             '{"type":"api_error","message":"internal error: 输入内容超长"}'.encode(),
         ),
         (422, _error("conversation history is too long for this deployment")),
     ],
-    ids=["clova-text", "units", "request-size", "zh-500", "history"],
+    ids=["clova-text", "units", "request-size", "payload-413", "zh-500", "history"],
 )
 def test_an_error_whose_words_point_at_the_prompts_size_is_a_suspect(
     status: int, body: bytes
@@ -1165,6 +1166,7 @@ def test_an_error_whose_words_point_at_the_prompts_size_is_a_suspect(
         (400, _error("max_tokens is too long for this model")),  # an output
         (400, _error("Image too large: the image exceeds 5 MB")),  # media, bytes
         (400, _error("messages[0].content: string too long")),  # a field's own limit
+        (400, _error("Payload too large")),  # bytes, and not a 413
         (400, _error("context deadline exceeded")),  # time
         (400, _error("Unknown parameter: temperature2")),  # no size word at all
         (400, b"<html><body>Text too long</body></html>"),
@@ -1172,7 +1174,8 @@ def test_an_error_whose_words_point_at_the_prompts_size_is_a_suspect(
         (400, b'data: {"error": {"message": "Text too long"}}\n\n'),
     ],
     ids=[
-        "429", "502", "quota", "rate", "output", "image", "field", "time", "unrelated",
+        "429", "502", "quota", "rate", "output", "image", "field", "payload-400", "time",
+        "unrelated",
         "html", "200", "stream",
     ],
 )  # fmt: skip

@@ -56,6 +56,7 @@ from trimgate.providers.overflow_wordings import (
     _STATUS_KEYS,
     _STRONG_RE,
     _SUM_RE,
+    _SUSPECT_413_RE,
     _SUSPECT_ID_RE,
     _SUSPECT_KEY_CHARS,
     _SUSPECT_NUMBER_RE,
@@ -624,7 +625,11 @@ def _suspect(status: int, facts: _Facts) -> Suspect | None:
     auth and safety wordings never are)."""
     if any(s in _NEVER_STATUSES for s in facts.statuses) or facts.codes & _NEVER_CODES:
         return None
-    if any(map(_never, facts.texts)) or not any(map(_suspect_text, facts.texts)):
+    if any(map(_never, facts.texts)):
+        return None
+    if not any(map(_suspect_text, facts.texts)) and not (
+        status == 413 and any(_SUSPECT_413_RE.search(text) for text in facts.texts)
+    ):
         return None
     text = _SUSPECT_ID_RE.sub("#", " | ".join(facts.texts)[:_SUSPECT_KEY_CHARS])
     numbers = tuple(int(n.replace(",", "")) for n in _SUSPECT_NUMBER_RE.findall(text))

@@ -857,6 +857,11 @@ _SUSPECT_SUBJECT_RE: Final = _p(
     r"\b(?:context|prompt|input|tokens?|length|len|text|messages?|conversation|history"
     r"|sequence|request|content)\b|上下文|输入|提示|对话|消息|长度|字数|内容|文本"
 )
+# A 413 that says the request or its payload is too large: a byte limit, which a trim of the
+# history may well bring the body under, so it is worth the probe too.
+_SUSPECT_413_RE: Final = _p(
+    r"\b(?:payload|request(?: body| entity)?|body|entity)\b.{0,40}?\b(?:too (?:large|big)|exceed)"
+)
 # A wording's key blanks what changes from one answer to the next: ids (a run of letters and
 # digits mixing both, 8 or more) and numbers.
 _SUSPECT_ID_RE: Final = re.compile(r"(?<![\w-])(?=[\w-]*\d)(?=[\w-]*[^\W\d_])[\w-]{8,}")
