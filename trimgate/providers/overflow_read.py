@@ -113,13 +113,19 @@ def _walk_error(node: Any, facts: _Facts, depth: int) -> None:
         return
     if not isinstance(node, dict):
         return
+    texts = len(facts.texts)
     for key in _TEXT_KEYS:
         value = node.get(key)
         if isinstance(value, str):
             _add_text(value, facts, depth)
+    said = len(facts.texts) > texts  # the object has a message of its own
     for key in _CODE_KEYS:
         value = node.get(key)
         if isinstance(value, str):
+            if not said and " " in value.strip():
+                # a sentence where a code goes, and no message: read as the message
+                # (Vapor's {"error": true, "reason": "..."})
+                _add_text(value, facts, depth)
             if value:
                 facts.codes.add(value.lower())
                 if len(value) <= _MAX_CODE_LENGTH and _CAMEL_RE.search(value) is not None:

@@ -783,7 +783,7 @@ _CTX_SIZE_RE: Final = _p(r"context size has been exceeded")
 # is an overflow too (Zed's cloud), as with a listed wording stating both counts.
 _STRONG_RE: Final = _p(
     r"\bcontext(?:[ _-]?(?:window|length|size|limit))? (?:is )?(?:exceeded|overflow)"
-    r"|\bexceeds? (?:the )?(?:model'?s )?(?:maximum |available )?context[ _-]?"
+    r"|\bexceed(?:s|ed)? (?:the )?(?:model'?s? )?(?:maximum |available )?context[ _-]?"
     r"(?:window|length|size|limit)\b"
 )
 
