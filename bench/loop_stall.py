@@ -5,10 +5,12 @@ python -m bench.loop_stall [--large-mb 4] [--large-clients 3] [--seconds 8] [--m
 Starts the bench fake provider and trimgate (``trimgate serve``) as separate processes on
 loopback, then measures the latency of small chat requests (one client, one request at a
 time) twice: alone, and while ``--large-clients`` clients keep sending ``--large-mb`` MB
-chat histories that need a trim. Each configuration runs twice in one invocation: with
-large bodies examined in a worker thread (``inline`` = no), and with every body examined
-on the event loop (``inline`` = yes: ``offload.INLINE_BYTES`` raised past any
-body, as before the worker threads). Prints p50 / p99 / max of the small requests, in ms,
+chat histories that need a trim. Three configurations run in one invocation: the
+default (``process``: large bodies examined in a worker thread, dense ones, of very many
+JSON objects, in the worker process), ``thread`` (``server.examine_process: false``: every
+large body in a worker thread), and ``inline`` (every body examined on the event loop:
+``offload.INLINE_BYTES`` raised past any body, as before the worker threads). Prints
+p50 / p99 / max of the small requests, in ms,
 and, as the floor, the same load with the large bodies not examined
 (``x-trimgate-mode: off``): what receiving and relaying them costs on a shared machine.
 ``--message-chars 1`` makes the large bodies histories of tiny messages (the most JSON
@@ -120,16 +122,24 @@ async def run(args: argparse.Namespace) -> None:
     config = (
         f"upstreams:\n  openai: {{provider: openai, base_url: 'http://127.0.0.1:{fake_port}'}}\n"
         "models:\n  - {match: 'bench-small-*', context_window: 16000}\n"
-        "server: {max_body_bytes: 134217728}\n"
+        "server: {max_body_bytes: 134217728, examine_process: %s}\n"
     )
     turns = args.large_mb * 2**20 // (2 * (args.message_chars + 40))  # ~40 bytes of JSON each
     large = chat(turns, args.message_chars, "bench-small-openai")
-    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
-        f.write(config)
+    configs = {}
+    for on in ("true", "false"):
+        with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+            f.write(config % on)
+        configs[on] = f.name
+    modes = (
+        ("process", THREAD_LAUNCHER, "true"),
+        ("thread", THREAD_LAUNCHER, "false"),
+        ("inline", INLINE_LAUNCHER, "false"),
+    )
     try:
         await wait_up(f"http://127.0.0.1:{fake_port}/bench/stats")
-        for name, launcher in (("thread", THREAD_LAUNCHER), ("inline", INLINE_LAUNCHER)):
-            command = [sys.executable, "-c", launcher, "serve", "--config", f.name]
+        for name, launcher, on in modes:
+            command = [sys.executable, "-c", launcher, "serve", "--config", configs[on]]
             command += ["--port", str(proxy_port), "--log-level", "WARNING"]
             proxy = subprocess.Popen(command, env=env)  # noqa: ASYNC220 (between measures)
             try:
@@ -142,7 +152,7 @@ async def run(args: argparse.Namespace) -> None:
                     f"{name:6s} beside {args.large_clients} x {len(large) / 1e6:.1f} MB: "
                     f"{summary(loaded)}"
                 )
-                if name == "thread":  # the floor: the same bodies relayed, not examined
+                if name == "process":  # the floor: the same bodies relayed, not examined
                     floor = await measure(
                         base, large, args.large_clients, args.seconds, examine=False
                     )
@@ -153,7 +163,8 @@ async def run(args: argparse.Namespace) -> None:
     finally:
         fake.terminate()
         fake.wait(10)
-        os.unlink(f.name)
+        for name in configs.values():
+            os.unlink(name)
 
 
 def main() -> None:

@@ -1,3 +1,4 @@
 from trimgate.cli import main
 
-raise SystemExit(main())
+if __name__ == "__main__":  # not when a worker process starts (spawn imports it)
+    raise SystemExit(main())

@@ -75,6 +75,9 @@ class ServerConfig(_Strict):
     max_ws_frame_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
     ws_idle_timeout: float = Field(default=3600.0, gt=0)
     max_ws_history_bytes: int = Field(default=16 * 1024 * 1024, ge=0)
+    # Bodies of very many JSON objects (and large compressed ones) examined in a worker
+    # process, so that their parse does not hold up the other requests
+    examine_process: bool = True
 
 
 class UpstreamConfig(_Strict):

@@ -94,7 +94,7 @@ def _upstream_client(
     config: Config, shared: Shared, proxy: Proxy
 ) -> Callable[[web.Application], AsyncIterator[None]]:
     """The cleanup context that opens the upstream client before serving, closes it (and
-    the proxy's examination threads) after."""
+    the proxy's examination threads and process) after."""
 
     async def client_ctx(_: web.Application) -> AsyncIterator[None]:
         if any(u.base_url.startswith("https:") for u in config.upstreams.values()):
@@ -104,7 +104,7 @@ def _upstream_client(
         try:
             yield
         finally:
-            proxy.close()
+            await proxy.close()
             await shared.client.close()
             shared.client = None
 

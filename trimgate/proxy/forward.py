@@ -41,6 +41,7 @@ from trimgate.proxy.answers import error_response, refuse
 from trimgate.proxy.events import EventHub
 from trimgate.proxy.examine import Chat, Examiner, InflatedTooLarge, control_header_problem
 from trimgate.proxy.front import BodyBudget, FrontRequest
+from trimgate.proxy.isolate import ExamineFailed, Isolation, dense
 from trimgate.proxy.metrics import Metrics
 from trimgate.proxy.offload import Offload, heavy
 from trimgate.proxy.relay import Attempt, Incoming, relay, sniff_overflow
@@ -97,7 +98,8 @@ class Proxy:
         # request-body bytes held by the requests in flight (the front counts those it
         # reads before reading them; the proxy counts the others)
         self.bodies = BodyBudget(config.server.max_buffered_bytes)
-        self.offload = Offload()  # large bodies are examined in worker threads
+        # large bodies are examined in worker threads, dense ones in a worker process
+        self.offload = Offload(Isolation(config) if config.server.examine_process else None)
         self.team = team_resolver(config.metrics.attribution)  # None: no team label
         if self.team is not None and not metrics.teams:
             raise ValueError("metrics.attribution is on: Metrics(registry, teams=True)")
@@ -253,9 +255,11 @@ class Proxy:
             provider, 413, f"request body exceeds server.max_body_bytes{how}", request_id
         )
 
-    def close(self) -> None:
-        """Stop the examination threads (at shutdown)."""
+    async def close(self) -> None:
+        """Stop the examination threads and process (at shutdown)."""
         self.offload.close()
+        if self.offload.isolation is not None:
+            await self.offload.isolation.close()
 
     # --- examine ----------------------------------------------------------------
 
@@ -269,8 +273,27 @@ class Proxy:
         if route.wire_format is None:
             return None, None
         compressed = "Content-Encoding" in headers
+        off = heavy(body, compressed)
+        isolation = self.offload.isolation
+        if off and isolation is not None and dense(body, compressed):
+            try:
+                found = await isolation.examine(
+                    headers, route, body, self.calibration, self.windows.windows
+                )
+            except ExamineFailed as exc:
+                log.error(
+                    "examining the request failed; forwarding it untouched",
+                    extra={
+                        "event": "examine_error",
+                        "request_id": request_id,
+                        "error_type": str(exc),
+                    },
+                )
+                return None, "internal-error"
+            if found is not None:
+                return found
         return await self.offload.run(
-            heavy(body, compressed), lambda: self._examine_safely(headers, route, body, request_id)
+            off, lambda: self._examine_safely(headers, route, body, request_id)
         )
 
     def _examine_safely(

@@ -7,7 +7,9 @@ Bodies over ``INLINE_BYTES`` (and every compressed body, whatever it inflates to
 therefore examined and replanned in a small pool of worker threads; small ones stay on the
 loop, where a thread hop would cost more than the work. One call into the JSON parser still
 holds the GIL for its whole length (about 2.5 ms per MB), which bounds what a thread can
-give back; bench/loop_stall.py measures what is left.
+give back; bench/loop_stall.py measures what is left. Bodies of very many small objects,
+where that is tens of milliseconds, go to a worker process instead (``isolation``,
+proxy/isolate.py).
 """
 
 from __future__ import annotations
@@ -15,7 +17,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Final, TypeVar
+from typing import TYPE_CHECKING, Final, TypeVar
+
+if TYPE_CHECKING:
+    from trimgate.proxy.isolate import Isolation
 
 INLINE_BYTES: Final = 256 * 1024  # bodies up to this size are worked on the loop
 THREADS: Final = 2
@@ -31,10 +36,11 @@ def heavy(body: bytes, compressed: bool) -> bool:
 class Offload:
     """The worker threads, started on first use."""
 
-    __slots__ = ("_executor",)
+    __slots__ = ("_executor", "isolation")
 
-    def __init__(self) -> None:
+    def __init__(self, isolation: Isolation | None = None) -> None:
         self._executor: ThreadPoolExecutor | None = None
+        self.isolation = isolation  # the worker process for dense bodies; None: off
 
     async def run(self, off: bool, work: Callable[[], T]) -> T:
         """``work()``, in a worker thread when ``off``."""
@@ -45,6 +51,7 @@ class Offload:
         return await asyncio.get_running_loop().run_in_executor(self._executor, work)
 
     def close(self) -> None:
+        """Stop the threads (the caller stops ``isolation``: that needs the loop)."""
         if self._executor is not None:
             self._executor.shutdown(wait=False, cancel_futures=True)
             self._executor = None

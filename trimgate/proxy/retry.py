@@ -28,6 +28,7 @@ from tenacity import AsyncRetrying, retry_if_result, stop_after_attempt, wait_no
 from trimgate.errors import DecodeError
 from trimgate.providers.overflow import Overflow, confirm_suspect
 from trimgate.proxy.examine import Chat
+from trimgate.proxy.isolate import dense
 from trimgate.proxy.offload import Offload, heavy
 from trimgate.proxy.relay import Attempt
 from trimgate.trimming.pipeline import Policy, TrimReport
@@ -135,11 +136,15 @@ async def send_with_retries(
 async def replan(
     chat: Chat, policy: Policy, max_body: int, offload: Offload
 ) -> tuple[TrimReport, bytes]:
-    """``chat.replan``, in a worker thread when the body is large or compressed (as its
-    first examination was)."""
-    return await offload.run(
-        heavy(chat.body, bool(chat.encoding)), lambda: chat.replan(policy, max_body)
-    )
+    """``chat.replan``, in a worker thread when the body is large or compressed, in the
+    worker process when it is dense (as its first examination was)."""
+    off = heavy(chat.body, bool(chat.encoding))
+    isolation = offload.isolation
+    if off and isolation is not None and dense(chat.body, bool(chat.encoding)):
+        found = await isolation.replan(chat, policy, max_body)
+        if found is not None:
+            return found
+    return await offload.run(off, lambda: chat.replan(policy, max_body))
 
 
 def unresolved(final: Attempt, sent: TrimReport) -> str | None:
