@@ -613,7 +613,10 @@ _SENTENCE_END_RE: Final = re.compile(r"[.!?;](?:\s|$)|\n")
 # A message naming an output: a total it states may hold the reservation, so neither
 # ``_claimed`` nor ``_two_counts`` splits it into a prompt and a window.
 _OUTPUT_WORD_RE: Final = _p(
-    r"output|completion|max_(?:new_|completion_)?tokens|generat|prediction|max tokens"
+    r"output|completion|max_(?:new_|completion_)?tokens|prediction|max tokens"
+    # generating an output, but not a server's wrapper around any failure ("Stream
+    # generation failed: ...", "Error generating response: ...": vllm.rs, Apple's servers)
+    r"|generat(?!ion failed|ing (?:a |the )?response)"
 )
 # An itemised wording no pattern lists (``_itemised``): the prompt's count, the output
 # reservation's and the window, each told by the words beside it ("P input tokens",
@@ -661,7 +664,7 @@ _GEN_TOO_LONG_RE: Final = _p(
 _GEN_EXCLUDE_RE: Final = _p(
     r"max_(?:new_|completion_|output_|total_)?tokens|max tokens (?:must|should|cannot|is|are)\b"
     r"|max(?:imum)? output|max_length|output tokens?|completion tokens?"
-    r"|maximum tokens you requested|generat"
+    r"|maximum tokens you requested|generat(?!ion failed|ing (?:a |the )?response)"
     r"|max tokens exceeds? (?:the )?model'?s max"  # Xinference: the output alone fills the window
     r"|\bbytes?\b|\b[kmg]i?b\b|\d ?[kmg]i?b\b|megabytes|\bjson\b"
     r"|image|audio|video|file|attachment|document|pdf"
@@ -693,6 +696,7 @@ _NEVER_WORDS: Final = (
     # it has dropped every turn it may is the system messages, which no trim can shorten)
     "requested maximum prompt tokens",
     "billing",
+    "usage limit",  # a plan's allowance (LangDB's "Token usage limit exceeded")
     "credit balance",
     "insufficient balance",
     "insufficient funds",
