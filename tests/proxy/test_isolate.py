@@ -168,3 +168,34 @@ def test_the_worker_answers_a_bug_with_its_type_and_serves_on() -> None:
     assert kind == "ok" and reason == "unknown-window" and same  # no window: sent as it came
     assert chat is not None and chat.body == b"" and chat.send_body == b""
     assert chat.report.tokens_before > 0 and chat.codec.wire_format == "openai"
+
+
+def workers_of_this_process() -> list[int]:
+    """Live children of this test process that run the examining worker."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmdline = f.read()
+        except OSError:
+            continue
+        state, ppid = fields[0], int(fields[1])
+        if ppid == os.getpid() and state != "Z" and b"trimgate.proxy.isolate" in cmdline:
+            found.append(int(entry))
+    return found
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.05, 0.3], ids=["at-once", "starting", "soon-after"])
+async def test_a_shutdown_while_the_worker_starts_leaves_no_process(
+    make_stack: MakeStack, delay: float
+) -> None:
+    stack = await make_stack(models=MODELS)
+    before = set(workers_of_this_process())
+    await post(stack, dense_chat())  # starts the worker, examined in a thread meanwhile
+    await asyncio.sleep(delay)
+    await stack.app[PROXY].close()
+    assert set(workers_of_this_process()) <= before

@@ -275,13 +275,16 @@ class Isolation:
         try:
             async with asyncio.timeout(START_TIMEOUT):
                 _answer(await _ask(proc, "config", self._config))
-        except Exception as exc:
+        except BaseException as exc:  # a failed start, or a shutdown while it started
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            await asyncio.shield(proc.wait())  # reaped: nothing left open
+            if not isinstance(exc, Exception):
+                raise
             log.warning(
                 "the examining process did not start; dense bodies are examined in threads",
                 extra={"event": "examine_process", "error_type": type(exc).__name__},
             )
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
             return
         self._proc = proc
 
