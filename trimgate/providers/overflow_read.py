@@ -186,6 +186,9 @@ def _walk_document(doc: Any, facts: _Facts, depth: int, *, error_status: bool) -
     if not isinstance(doc, dict):
         return False
     error = doc.get("error")
+    if error is None and isinstance(doc.get("Error"), dict):  # ParagonAPI's {"Error": {...}}
+        doc = {"error": doc["Error"]}
+        error = doc["error"]
     kind = doc.get("type")
     if error not in (None, False, "", {}, []):
         _walk_error(doc, facts, depth)

@@ -35,6 +35,7 @@ _HINTS: Final = (
     # Chinese wordings: "超" (exceed, as in 超过/超出/超长/超限), "过长"/"太长" (too long),
     # raw UTF-8 or as the JSON escapes an ASCII-only encoder writes.
     "超".encode(),
+    "контекст".encode(),  # Russian: context
     "过长".encode(),
     "太长".encode(),
     b"\\u8d85",
@@ -789,6 +790,9 @@ _STRONG_RE: Final = _p(
     r"\bcontext(?:[ _-]?(?:window|length|size|limit))? (?:is )?(?:exceeded|overflow)"
     r"|\bexceed(?:s|ed)? (?:the )?(?:model'?s? )?(?:maximum |available )?context[ _-]?"
     r"(?:window|length|size|limit)\b"
+    # Russian: "превышает контекст модели" (exceeds the model's context), "превышена длина
+    # контекста" (the context length is exceeded)
+    r"|превыш\w*\s+(?:\w+\s+){0,2}?контекст"
 )
 
 # A count in a recognised wording that states exactly two (``_two_counts``), unless the
