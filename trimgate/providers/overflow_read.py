@@ -38,6 +38,7 @@ from trimgate.providers.overflow_wordings import (
     _ITEM_PROMPT_AFTER_RE,
     _ITEM_PROMPT_BEFORE_RE,
     _KV_SIZE_RE,
+    _LIMIT_ONLY_RE,
     _MAX_CODE_LENGTH,
     _NEST_KEYS,
     _NEVER_CODES,
@@ -587,9 +588,11 @@ def _two_counts(texts: list[str]) -> Overflow | None:
     """The counts of a recognised wording that states exactly two (of at least 100): the
     larger is the prompt, the smaller the window it exceeds ("The engine prompt length
     140000 exceeds the max_model_len 131072", "maximum context length is 8192 tokens, your
-    prompt has 9000"). Three or more counts, or a message that names an output (a total may
-    hold its reservation), are never guessed at; a message repeated (as ``message`` and
-    ``details``) counts once, an error's own code or status not at all."""
+    prompt has 9000"); or only one, the window, when the words before it name a limit
+    ("exceed model limit (10000000 tokens)"). Three or more counts, or a message that names
+    an output (a total may hold its reservation), are never guessed at; a message repeated
+    (as ``message`` and ``details``) counts once, an error's own code or status not at
+    all."""
     counts: set[int] = set()
     for text in texts:
         scanned = text[:4096]
@@ -602,6 +605,13 @@ def _two_counts(texts: list[str]) -> Overflow | None:
                 counts.add(value)
                 if len(counts) > 2:
                     return None
+    if len(counts) == 1:  # only the window, when the words beside it say so
+        (only,) = counts
+        for text in texts:
+            for match in _LIMIT_ONLY_RE.finditer(text[:4096]):
+                if int(match.group(1).replace(",", "")) == only:
+                    return Overflow(None, only)
+        return None
     if len(counts) != 2:
         return None
     real, limit = max(counts), min(counts)

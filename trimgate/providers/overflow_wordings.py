@@ -798,6 +798,13 @@ _STRONG_RE: Final = _p(
 # A count in a recognised wording that states exactly two (``_two_counts``), unless the
 # wording adds counts up ("1999 + 50 > 2048": the sum is not the prompt).
 _COUNT_RE: Final = re.compile(_COUNT_N)
+# The window a recognised wording states alone, as its only count: "exceed model limit
+# (10000000 tokens)", "the maximum context length is 8192 tokens"
+_LIMIT_ONLY_RE: Final = _p(
+    r"\b(?:limit|maximum|max|window|context (?:length|size))\b(?:\s+(?:is|of))?\W{0,3}"
+    + _COUNT_N
+    + r"\s*tokens\b"
+)
 _SUM_RE: Final = re.compile(r"\d\)?\s*\+\s*\(?\d")
 # ... and not an error's own code or status ("code": 400 in JSON quoted inside a message)
 _CODE_COUNT_RE: Final = _p(r"(?:code|status)\W{0,4}$")
