@@ -5,7 +5,7 @@ Rules of this module:
   tens of milliseconds at a stretch (orjson never lets it go, nor does compiled code), so
   a worker thread cannot give it back to the event loop and every other request waits.
   In another process they cost the loop only the copy of their bytes. Compressed bodies
-  come too: what they inflate to is not known before.
+  over 16 KiB come too: what they inflate to is not known before.
 - The worker is a ``python`` child running ``main``, a process of its own (never a fork of
   the serving process, nor a re-run of the caller's main module). It builds its own
   ``Examiner`` from the config; each call ships the request's bytes and the little state
@@ -48,6 +48,7 @@ log = logging.getLogger("trimgate")
 # about 10 ms of decoding at 0.5-1 us an object.
 DENSE_OBJECTS: Final = 10_000
 SAMPLE_BYTES: Final = 4 * 2**20
+COMPRESSED_BYTES: Final = 16 * 1024  # a compressed body over this goes to the worker
 START_TIMEOUT: Final = 30.0  # seconds the worker may take to answer its first call
 CALL_TIMEOUT: Final = 60.0  # seconds one call may take before the worker is given up
 # Request headers examination reads (the others stay home)
@@ -58,9 +59,12 @@ _WORKER: Final = "from trimgate.proxy.isolate import main; main()"
 
 
 def dense(body: bytes, compressed: bool) -> bool:
-    """Whether examining ``body`` belongs in the worker process: it is compressed, or it
-    holds many JSON objects (counted as '{' in its first 4 MiB: about 0.3 ms)."""
-    return compressed or body.count(b"{", 0, SAMPLE_BYTES) > DENSE_OBJECTS
+    """Whether examining ``body`` belongs in the worker process: it holds many JSON objects
+    (counted as '{' in its first 4 MiB: about 0.3 ms), or it is compressed and over 16 KiB
+    (what it inflates to is not known before; a smaller one stays in a thread)."""
+    if compressed:
+        return len(body) > COMPRESSED_BYTES
+    return body.count(b"{", 0, SAMPLE_BYTES) > DENSE_OBJECTS
 
 
 # --- crossing the process boundary ------------------------------------------------------
