@@ -60,6 +60,7 @@ async def post(stack: Stack, body: bytes, **headers: str) -> dict[str, str]:
 def test_dense_is_told_by_the_objects_in_the_first_bytes() -> None:
     assert dense(dense_chat(), compressed=False)
     assert not dense(orjson.dumps({"messages": [{"content": "x" * 10_000_000}]}), False)
+    assert not dense(dense_chat(60_000), False)  # too many: forwarded as it came, unshipped
     assert dense(b"x" * 20_000, compressed=True)  # what it inflates to is not known
     assert not dense(b"x" * 1_000, compressed=True)  # small: a thread inflates it quickly
 

@@ -36,7 +36,7 @@ from multidict import CIMultiDict
 from trimgate.config import Config
 from trimgate.providers.base import Codec, DecodeOptions
 from trimgate.providers.registry import CODECS
-from trimgate.proxy.examine import Chat, Examiner, InflatedTooLarge
+from trimgate.proxy.examine import MAX_EXAMINED_OBJECTS, Chat, Examiner, InflatedTooLarge
 from trimgate.proxy.routing import Route
 from trimgate.trimming.estimate import Calibration
 from trimgate.trimming.pipeline import Policy, TrimReport
@@ -60,11 +60,14 @@ _WORKER: Final = "from trimgate.proxy.isolate import main; main()"
 
 def dense(body: bytes, compressed: bool) -> bool:
     """Whether examining ``body`` belongs in the worker process: it holds many JSON objects
-    (counted as '{' in its first 4 MiB: about 0.3 ms), or it is compressed and over 16 KiB
+    (counted as '{' in its first 4 MiB: about 0.3 ms) but not too many to be examined at
+    all (``too-many-items``), or it is compressed and over 16 KiB
     (what it inflates to is not known before; a smaller one stays in a thread)."""
     if compressed:
         return len(body) > COMPRESSED_BYTES
-    return body.count(b"{", 0, SAMPLE_BYTES) > DENSE_OBJECTS
+    # past MAX_EXAMINED_OBJECTS it is forwarded unexamined: a thread tells that at once,
+    # without shipping the body
+    return DENSE_OBJECTS < body.count(b"{", 0, SAMPLE_BYTES) <= MAX_EXAMINED_OBJECTS
 
 
 # --- crossing the process boundary ------------------------------------------------------
