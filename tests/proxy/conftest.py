@@ -102,16 +102,38 @@ def config_for(fake_url: str, **sections: Any) -> Config:
     return parse_config(data)
 
 
-@pytest.fixture
-def upstream_client() -> str:
-    """``server.upstream_client`` of the stacks; a module may parametrize it over both."""
-    return "trimgate"
+# (server.http_server, server.upstream_client) of every stack, for ``every_stack`` modules
+EVERY_STACK = [(s, c) for s in ("trimgate", "aiohttp") for c in ("trimgate", "aiohttp")]
+EVERY_STACK_IDS = ["front+h1", "front+aiohttp-client", "aiohttp-server+h1", "aiohttp-server+client"]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A test marked ``every_stack`` (``pytestmark = pytest.mark.every_stack``) runs on
+    both HTTP fronts, each with both upstream clients."""
+    marked = metafunc.definition.get_closest_marker("every_stack") is not None
+    if marked and "stack_kind" in metafunc.fixturenames:
+        metafunc.parametrize("stack_kind", EVERY_STACK, ids=EVERY_STACK_IDS, indirect=True)
 
 
 @pytest.fixture
-def http_server() -> str:
-    """``server.http_server`` of the stacks; a module may parametrize it over both."""
-    return "trimgate"
+def stack_kind(request: pytest.FixtureRequest) -> tuple[str, str]:
+    """(server.http_server, server.upstream_client): trimgate's own unless the test is
+    marked ``every_stack``; a module may also override ``http_server`` or
+    ``upstream_client`` with fixtures of its own."""
+    kind: tuple[str, str] = getattr(request, "param", ("trimgate", "trimgate"))
+    return kind
+
+
+@pytest.fixture
+def upstream_client(stack_kind: tuple[str, str]) -> str:
+    """``server.upstream_client`` of the stacks."""
+    return stack_kind[1]
+
+
+@pytest.fixture
+def http_server(stack_kind: tuple[str, str]) -> str:
+    """``server.http_server`` of the stacks."""
+    return stack_kind[0]
 
 
 @contextlib.asynccontextmanager

@@ -42,30 +42,13 @@ from tests.fakes import (
 from tests.proxy.bodies import anthropic_messages, openai_chat
 from tests.proxy.conftest import MakeStack, Stack
 
+pytestmark = pytest.mark.every_stack
+
 TLS = Path(__file__).parent.parent / "data" / "tls"
 REPEAT = 5  # each fault, so that a per-request leak exceeds the slack below
 FD_SLACK = 4  # descriptors: two fresh keep-alive connections, both ends in this process
 TASK_SLACK = 2  # tasks: aiohttp's per-connection handler of two fresh connections
 SETTLE = 3.0  # seconds the leftovers of a fault may take to go
-
-
-@pytest.fixture(
-    params=[(s, c) for s in ("trimgate", "aiohttp") for c in ("trimgate", "aiohttp")],
-    ids=["front+h1", "front+aiohttp-client", "aiohttp-server+h1", "aiohttp-server+client"],
-)
-def stack_kind(request: pytest.FixtureRequest) -> tuple[str, str]:
-    http_server, upstream_client = request.param
-    return str(http_server), str(upstream_client)
-
-
-@pytest.fixture
-def http_server(stack_kind: tuple[str, str]) -> str:
-    return stack_kind[0]
-
-
-@pytest.fixture
-def upstream_client(stack_kind: tuple[str, str]) -> str:
-    return stack_kind[1]
 
 
 # --- what is left behind ----------------------------------------------------------------

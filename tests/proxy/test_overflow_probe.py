@@ -17,29 +17,11 @@ from tests.proxy.bodies import openai_chat
 from tests.proxy.conftest import MakeStack
 from trimgate.proxy.retry import Wordings
 
+# every stack: a refuted probe relays an answer read whole, kept through the probe
+pytestmark = pytest.mark.every_stack
+
 LABELS = {"upstream": "openai", "model": "gpt-4o"}
 PATH = "/v1/chat/completions"
-
-
-@pytest.fixture(
-    params=[(s, c) for s in ("trimgate", "aiohttp") for c in ("trimgate", "aiohttp")],
-    ids=["front+h1", "front+aiohttp-client", "aiohttp-server+h1", "aiohttp-server+client"],
-)
-def stack_kind(request: pytest.FixtureRequest) -> tuple[str, str]:
-    """Both fronts and both upstream clients: a refuted probe relays an answer read whole
-    and released before the probe was sent."""
-    http_server, upstream_client = request.param
-    return str(http_server), str(upstream_client)
-
-
-@pytest.fixture
-def http_server(stack_kind: tuple[str, str]) -> str:
-    return stack_kind[0]
-
-
-@pytest.fixture
-def upstream_client(stack_kind: tuple[str, str]) -> str:
-    return stack_kind[1]
 
 
 def text_too_long() -> Reply:
