@@ -12,7 +12,8 @@
 #
 # The load generator starts one request every 1/rate seconds (open loop: a slow trimgate
 # does not slow the offered load; at most --max-in-flight at once, the excess counted as
-# "shed") from a fixed mix: small JSON and streams (OpenAI, Anthropic), preemptive trims,
+# "shed") from a fixed mix: small JSON and streams (OpenAI, Anthropic), preemptive trims
+# (some of dense histories, examined in the worker process),
 # reactive overflows, resets, 5xx answers and clients that leave mid-stream. Every request
 # has an expected outcome and an expected number of upstream calls (1; 2..1+max_retries for
 # a reactive overflow); anything else is counted as
@@ -58,7 +59,8 @@ REQUEST_TIMEOUT = 30.0
 
 # kind -> share of the offered load
 MIX: dict[str, float] = {
-    "openai_json": 0.30,
+    "openai_json": 0.27,
+    "dense": 0.03,  # histories of tiny messages: examined in the worker process
     "openai_stream": 0.15,
     "anthropic_json": 0.10,
     "anthropic_stream": 0.07,
@@ -125,6 +127,16 @@ class Plan:
     calls: tuple[int, int]  # the upstream calls it may cause, inclusive
 
 
+def dense_openai(turns: int) -> bytes:
+    """A history of ``turns`` one-word exchanges: over 10,000 JSON objects, so examined in
+    the worker process, and over the small model's window, so trimmed."""
+    messages: list[dict[str, str]] = [{"role": "system", "content": "Be brief."}]
+    for t in range(turns):
+        messages += [{"role": "user", "content": f"q{t}"}, {"role": "assistant", "content": "a"}]
+    messages.append({"role": "user", "content": "last"})
+    return orjson.dumps({"model": "bench-small-openai", "messages": messages})
+
+
 def plans() -> dict[str, list[Plan]]:
     o, a = "/v1/chat/completions", "/v1/messages"
     small_o = [payloads.small_openai(s) for s in range(4)]
@@ -133,6 +145,7 @@ def plans() -> dict[str, list[Plan]]:
     small_as = [payloads.small_anthropic(s, stream=True) for s in range(4)]
     medium_small = [payloads.medium_openai(s, model="bench-small-openai") for s in range(2)]
     medium_big = [payloads.medium_openai(s) for s in range(2)]
+    dense = [dense_openai(12_000 + 1_000 * s) for s in range(2)]
     stream = {"x-bench-chunks": "8"}
     return {
         "openai_json": [Plan(o, b, {}, False, "ok", (1, 1)) for b in small_o],
@@ -140,6 +153,7 @@ def plans() -> dict[str, list[Plan]]:
         "anthropic_json": [Plan(a, b, {}, False, "ok", (1, 1)) for b in small_a],
         "anthropic_stream": [Plan(a, b, stream, True, "ok", (1, 1)) for b in small_as],
         "trim": [Plan(o, b, {}, False, "ok_trimmed", (1, 1)) for b in medium_small],
+        "dense": [Plan(o, b, {}, False, "ok_trimmed", (1, 1)) for b in dense],
         "reactive": [
             Plan(
                 o,
@@ -204,10 +218,9 @@ async def one(http: ClientSession, base: str, kind: str, plan: Plan, rid: str) -
                 return f"status_{resp.status}"
             if plan.stream and not body.rstrip().endswith((b"[DONE]", b'"message_stop"}')):
                 return "stream_unfinished"
-            if kind == "trim" and resp.headers.get("x-trimgate-reason") != "preemptive":
-                return "ok_untrimmed"
-            if kind == "trim":
-                return "ok_trimmed"
+            if kind in ("trim", "dense"):
+                trimmed = resp.headers.get("x-trimgate-reason") == "preemptive"
+                return "ok_trimmed" if trimmed else "ok_untrimmed"
             if kind == "reactive":
                 ok = resp.headers.get("x-trimgate-reason") == "reactive"
                 return "ok_reactive" if ok else "ok_not_reactive"
