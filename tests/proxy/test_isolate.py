@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import io
+import logging
 import os
 import pickle
 import signal
@@ -20,7 +21,7 @@ from tests.fakes import FakeProvider, Recorded, Reply, json_reply, openai_ok, op
 from tests.proxy.conftest import MakeStack, Stack
 from trimgate.config import Config
 from trimgate.proxy.app import PROXY
-from trimgate.proxy.isolate import DENSE_OBJECTS, Isolation, _frame, dense, serve
+from trimgate.proxy.isolate import DENSE_OBJECTS, ExamineFailed, Isolation, _frame, dense, serve
 from trimgate.proxy.routing import Router
 
 PATH = "/v1/chat/completions"
@@ -201,3 +202,30 @@ async def test_a_shutdown_while_the_worker_starts_leaves_no_process(
     await asyncio.sleep(delay)
     await stack.app[PROXY].close()
     assert set(workers_of_this_process()) <= before
+
+
+@pytest.mark.parametrize("failure", ["bug-in-worker", "bug-reaching-it"])
+async def test_a_failure_of_the_process_path_never_costs_the_request(
+    make_stack: MakeStack,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    failure: str,
+) -> None:
+    async def failing(*args: object) -> None:
+        if failure == "bug-in-worker":
+            raise ExamineFailed("KeyError")  # the worker answered a bug with its type
+        raise RuntimeError("the plumbing broke")
+
+    monkeypatch.setattr(Isolation, "examine", failing)
+    stack = await make_stack(no_usage(), models=MODELS)
+    body = dense_chat()
+    with caplog.at_level(logging.WARNING, logger="trimgate"):
+        got = await post(stack, body)
+    events = [getattr(r, "event", "") for r in caplog.records]
+    if failure == "bug-in-worker":  # as a bug in a thread: forwarded as it came
+        assert got["skipped"] == "internal-error" and got["trimmed"] != "true"
+        assert stack.fake.requests[-1].body == body
+        assert "examine_error" in events
+    else:  # a thread examines it instead
+        assert got["trimmed"] == "true" and got["skipped"] == ""
+        assert "examine_process" in events

@@ -267,9 +267,10 @@ class Proxy:
         self, headers: Mapping[str, str], route: Route, body: bytes, request_id: str
     ) -> tuple[Chat | None, str | None]:
         """The examined chat (None: forwarded untouched) and the reason it is not trimmed
-        up front. A large or compressed body is examined in a worker thread, so that
-        decoding and planning it does not hold up every other request on the loop. A bug
-        while examining forwards the body untouched (``internal-error``), never a 500."""
+        up front. A large or compressed body is examined in a worker thread, a dense one in
+        the examining process (proxy/isolate.py), so that decoding and planning it does not
+        hold up every other request on the loop. A bug while examining forwards the body
+        untouched (``internal-error``), never a 500."""
         if route.wire_format is None:
             return None, None
         compressed = "Content-Encoding" in headers
@@ -280,7 +281,7 @@ class Proxy:
                 found = await isolation.examine(
                     headers, route, body, self.calibration, self.windows.windows
                 )
-            except ExamineFailed as exc:
+            except ExamineFailed as exc:  # a bug while examining: as in a thread
                 log.error(
                     "examining the request failed; forwarding it untouched",
                     extra={
@@ -290,8 +291,20 @@ class Proxy:
                     },
                 )
                 return None, "internal-error"
+            except InflatedTooLarge:
+                raise
+            except Exception as exc:  # a bug in reaching the worker: a thread examines it
+                log.exception(
+                    "the examining process could not be asked; examining in a thread",
+                    extra={
+                        "event": "examine_process",
+                        "request_id": request_id,
+                        "error_type": type(exc).__name__,
+                    },
+                )
+                found = None
             if found is not None:
-                return found
+                return found  # None: no worker now, a thread examines it
         return await self.offload.run(
             off, lambda: self._examine_safely(headers, route, body, request_id)
         )

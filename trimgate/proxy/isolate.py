@@ -217,26 +217,25 @@ class Isolation:
         # the exchange runs to its end even if the caller is cancelled (a client gone):
         # a call cut between its question and its answer would leave the answer in the pipe
         # for the next caller
-        exchange = asyncio.get_running_loop().create_task(self._exchange(proc, op, args))
+        try:
+            question = _frame((op, args))
+        except Exception as exc:  # a bug here: nothing was sent, the worker is fine
+            raise ExamineFailed(type(exc).__name__) from None
+        exchange = asyncio.get_running_loop().create_task(self._exchange(proc, question))
         exchange.add_done_callback(_consume)
         answer = await asyncio.shield(exchange)
         self.answered[op] += 1
         return _answer(answer)
 
-    async def _exchange(self, proc: asyncio.subprocess.Process, op: str, args: object) -> Any:
+    async def _exchange(self, proc: asyncio.subprocess.Process, question: bytes) -> Any:
         async with self._turn:
             if proc is not self._proc:  # stopped while this call waited its turn
                 raise _Gone
             try:
                 async with asyncio.timeout(CALL_TIMEOUT):
-                    return await _ask(proc, op, args)
-            except (
-                OSError,
-                EOFError,
-                TimeoutError,
-                asyncio.IncompleteReadError,
-                pickle.PickleError,
-            ) as exc:
+                    return await _ask(proc, question)
+            except Exception as exc:  # the pipe broke, the worker died or hung, or its
+                # answer did not read: where the pipe stands is not known, so it goes
                 log.warning(
                     "the examining process is gone; a later request starts it again",
                     extra={"event": "examine_process", "error_type": type(exc).__name__},
@@ -281,7 +280,7 @@ class Isolation:
             return
         try:
             async with asyncio.timeout(START_TIMEOUT):
-                _answer(await _ask(proc, "config", self._config))
+                _answer(await _ask(proc, _frame(("config", self._config))))
         except BaseException as exc:  # a failed start, or a shutdown while it started
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
@@ -321,9 +320,9 @@ class Isolation:
             await proc.wait()
 
 
-async def _ask(proc: asyncio.subprocess.Process, op: str, args: object) -> Any:
+async def _ask(proc: asyncio.subprocess.Process, question: bytes) -> Any:
     assert proc.stdin is not None and proc.stdout is not None
-    proc.stdin.write(_frame((op, args)))
+    proc.stdin.write(question)
     await proc.stdin.drain()
     (size,) = _LENGTH.unpack(await proc.stdout.readexactly(_LENGTH.size))
     return pickle.loads(await proc.stdout.readexactly(size))
