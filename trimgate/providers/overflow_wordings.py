@@ -666,14 +666,16 @@ _GEN_EXCLUDE_RE: Final = _p(
     r"max_(?:new_|completion_|output_|total_)?tokens|max tokens (?:must|should|cannot|is|are)\b"
     r"|max(?:imum)? output|max_length|output tokens?|completion tokens?"
     r"|maximum tokens you requested|generat(?!ion failed|ing (?:a |the )?response)"
-    r"|max tokens exceeds? (?:the )?model'?s max"  # Xinference: the output alone fills the window
+    # "Max tokens exceeds model's max length" (Xinference), "Max tokens exceeded." (albert-api):
+    # the output reservation, not the prompt
+    r"|max tokens exceed"
     r"|\bbytes?\b|\b[kmg]i?b\b|\d ?[kmg]i?b\b|megabytes|\bjson\b"
     r"|image|audio|video|file|attachment|document|pdf"
     r"|payload|request body|body size|string too long|expected a string|array too long"
     r"|\bitems?\b|\btools?\b|function|schema|stop (?:sequences?|tokens?|words?)|\bn\b must"
     r"|embedding|\bbatch\b"
     # time limits ("context deadline exceeded" of Go servers) and per-period quotas
-    r"|deadline|time ?out|timed out|\b(?:daily|hourly|monthly|today)\b"
+    r"|deadline|time ?out|timed out|expir|\b(?:daily|hourly|monthly|today)\b"
     r"|\b(?:for|per|this|each) (?:the )?(?:day|hour|month|minute)\b"
     r"|slow down|short (?:period|time)|try again (?:later|in\b)|retry after"
     # a field's own limit (a system prompt's characters, metadata, a description), not the window
