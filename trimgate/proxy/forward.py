@@ -281,18 +281,10 @@ class Proxy:
                 found = await isolation.examine(
                     headers, route, body, self.calibration, self.windows.windows
                 )
-            except ExamineFailed as exc:  # a bug while examining: as in a thread
-                log.error(
-                    "examining the request failed; forwarding it untouched",
-                    extra={
-                        "event": "examine_error",
-                        "request_id": request_id,
-                        "error_type": str(exc),
-                    },
-                )
-                return None, "internal-error"
             except InflatedTooLarge:
                 raise
+            except ExamineFailed as exc:  # a bug while examining: as in a thread
+                return _examine_failed(request_id, str(exc), traceback=False)
             except Exception as exc:  # a bug in reaching the worker: a thread examines it
                 log.exception(
                     "the examining process could not be asked; examining in a thread",
@@ -317,15 +309,7 @@ class Proxy:
         except InflatedTooLarge:
             raise
         except Exception as exc:  # a bug must not break a request the provider would answer
-            log.exception(
-                "examining the request failed; forwarding it untouched",
-                extra={
-                    "event": "examine_error",
-                    "request_id": request_id,
-                    "error_type": type(exc).__name__,
-                },
-            )
-            return None, "internal-error"
+            return _examine_failed(request_id, type(exc).__name__, traceback=True)
 
     def _examine(
         self, headers: Mapping[str, str], route: Route, body: bytes
@@ -553,6 +537,17 @@ class Proxy:
 
     def _count(self, route: Route, label: str, status: int, team: str | None = None) -> None:
         self.metrics.count_request(route.name, route.upstream.provider, label, status, team)
+
+
+def _examine_failed(request_id: str, error_type: str, *, traceback: bool) -> tuple[None, str]:
+    """A bug while examining (here, or in the examining process: its type only): logged,
+    and the body forwarded untouched."""
+    log.error(
+        "examining the request failed; forwarding it untouched",
+        exc_info=traceback,
+        extra={"event": "examine_error", "request_id": request_id, "error_type": error_type},
+    )
+    return None, "internal-error"
 
 
 def _record(outcome: Outcome, metrics: Metrics, hub: EventHub, status: int) -> None:
