@@ -468,8 +468,8 @@ NEGATIVES = [e for e in CORPUS if not e["overflow"]]
 async def test_negative_corpus_bodies_pass_through_untouched(
     make_stack: MakeStack, entry: dict[str, Any]
 ) -> None:
-    """Each look-alike goes back byte for byte, after one call, or two when its words
-    suspect an overflow: the probe gets the same answer and refutes it."""
+    """Each look-alike goes back byte for byte, after one call, or three when its words
+    suspect an overflow: the probe's two steps get the same answer and refute it."""
     raw = entry["body"].encode()
     if entry.get("stream"):
         reply = Reply(status=entry["status"], events=[raw])
@@ -487,7 +487,7 @@ async def test_negative_corpus_bodies_pass_through_untouched(
     assert resp.status == entry["status"]
     assert await resp.read() == raw
     suspect = not entry.get("stream") and detect_suspect(entry["status"], raw) is not None
-    assert len(fake.requests) == (2 if suspect else 1)
+    assert len(fake.requests) == (3 if suspect else 1)
     assert resp.headers.get("x-trimgate-probe") == ("refuted" if suspect else None)
     assert resp.headers["x-trimgate-retries"] == "0"
     assert resp.headers["x-trimgate-trimmed"] == "false"

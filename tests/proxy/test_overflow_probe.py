@@ -1,8 +1,9 @@
 """Probes end to end over loopback: an error no reader recognises, whose words only
-suspect an overflow, is resent once trimmed to 2/3. The probe's answer decides: a
-success (``fixed``), the same wording with the prompt's count moved down with the trim
-(``confirmed``, and the ladder goes on), or anything else (``refuted``: the provider's
-first answer goes back, byte for byte). Each wording's verdict is remembered per upstream."""
+suspect an overflow, is resent trimmed to 2/3, and once more to 4/9 when the very same
+answer comes back. The probe's answer decides: a success (``fixed``), the same wording
+with the prompt's count moved down with the trim (``confirmed``, and the ladder goes on),
+or anything else (``refuted``: the provider's first answer goes back, byte for byte).
+Each wording's verdict is remembered per upstream."""
 
 from __future__ import annotations
 
@@ -99,7 +100,9 @@ async def test_a_refuted_probe_sends_the_first_answer_back_and_is_not_repeated(
     with caplog.at_level(logging.INFO, logger="trimgate"):
         resp = await stack.client.post(PATH, json=openai_chat(24, model="gpt-4o"))
         body = await resp.read()
-    assert resp.status == 400 and len(fake.requests) == 2
+    assert resp.status == 400 and len(fake.requests) == 3  # the probe's two steps
+    sizes = [len(r.body) for r in fake.requests]
+    assert sizes[2] < sizes[1] < sizes[0]
     assert orjson.loads(body) == orjson.loads(bodies[0])  # the first answer, not the probe's
     assert resp.headers["x-trimgate-probe"] == "refuted"
     assert resp.headers["x-trimgate-trimmed"] == "false"
@@ -117,8 +120,51 @@ async def test_a_refuted_probe_sends_the_first_answer_back_and_is_not_repeated(
 
     # the verdict is remembered: the same wording is not probed again
     resp = await stack.client.post(PATH, json=openai_chat(24, model="gpt-4o"))
-    assert resp.status == 400 and len(fake.requests) == 3
+    assert resp.status == 400 and len(fake.requests) == 4
     assert "x-trimgate-probe" not in resp.headers
+
+
+async def test_an_overflow_of_more_than_half_again_is_fixed_by_the_second_step(
+    make_stack: MakeStack,
+) -> None:
+    # a countless wording, and a prompt about twice the window: the first step (2/3) gets
+    # the very same answer, the second (4/9) fits
+    first: list[int] = []
+
+    def answer(r: Recorded) -> Reply:
+        first.append(len(r.body))
+        return text_too_long() if len(r.body) > first[0] * 0.55 else json_reply(openai_ok(10))
+
+    fake = FakeProvider(answer)
+    stack = await make_stack(fake)
+    resp = await stack.client.post(PATH, json=openai_chat(30, model="gpt-4o"))
+    assert resp.status == 200, await resp.text()
+    assert len(fake.requests) == 3
+    assert resp.headers["x-trimgate-probe"] == "fixed"
+    assert resp.headers["x-trimgate-retries"] == "2"
+    assert stack.metric("trimgate_overflow_probes_total", **LABELS, result="fixed") == 1
+    assert stack.metric("trimgate_context_overflows_total", **LABELS) == 1
+
+    # learned: the next such request is an overflow from its first answer
+    first.clear()
+    fake.requests.clear()
+    resp = await stack.client.post(PATH, json=openai_chat(30, model="gpt-4o"))
+    assert resp.status == 200 and "x-trimgate-probe" not in resp.headers
+
+
+async def test_one_retry_allowed_means_one_probe_step(make_stack: MakeStack) -> None:
+    first: list[int] = []
+
+    def answer(r: Recorded) -> Reply:
+        first.append(len(r.body))
+        return text_too_long() if len(r.body) > first[0] * 0.55 else json_reply(openai_ok(10))
+
+    fake = FakeProvider(answer)
+    stack = await make_stack(fake, trimming={"reactive": {"max_retries": 1}})
+    resp = await stack.client.post(PATH, json=openai_chat(30, model="gpt-4o"))
+    assert resp.status == 400 and len(fake.requests) == 2
+    assert await resp.json() == {"status": {"code": "40003", "message": "Text too long"}}
+    assert resp.headers["x-trimgate-probe"] == "refuted"
 
 
 async def test_counts_that_move_with_the_trim_confirm_it_and_aim_the_ladder(

@@ -1,6 +1,7 @@
 """Reactive retries: on a recognised overflow, plan again with fewer turns and resend.
-An error that only suspects one (``Attempt.suspect``) is probed: resent once, trimmed to
-2/3; the probe's answer tells whether it was an overflow (``Wordings`` remembers).
+An error that only suspects one (``Attempt.suspect``) is probed: resent trimmed to 2/3
+(and, when the very same answer comes back, once more to 4/9); the probe's answer tells
+whether it was an overflow (``Wordings`` remembers).
 
 Rules of this module:
 - A retry happens only before the first byte reaches the client: it wraps "send and read
@@ -35,6 +36,10 @@ from trimgate.trimming.pipeline import Policy, TrimReport
 from trimgate.trimming.policy import may_retry, next_attempt
 
 log = logging.getLogger("trimgate")
+
+# A probe steps down to 2/3 and, when it gets the very same answer back, once more (4/9
+# of the first estimate) before its suspicion is refuted: at most two extra calls.
+PROBE_STEPS = 2
 
 Sleep = Callable[[float], Awaitable[None]]
 Send = Callable[[bytes], Awaitable[Attempt]]  # one upstream attempt with this body
@@ -197,6 +202,12 @@ def _probed(chat: Chat, state: Retries, result: Attempt, wordings: Wordings | No
     elif result.resp.status < 400 and not result.unfixable:
         state.probe = "fixed"
         state.overflows += 1
+    elif _one_step_further(chat, state, questioned, result):
+        # the very same answer, with no count to tell: the prompt may be more than half
+        # again over the window; one more 2/3 step before the suspicion is refuted
+        state.questioned, state.questioned_report = questioned, before
+        result.retry = True
+        return result
     else:
         result.resp.close()
         state.probe = "refuted"
@@ -207,6 +218,21 @@ def _probed(chat: Chat, state: Retries, result: Attempt, wordings: Wordings | No
         # a 500 a resend passed may have been passing trouble: nothing is learned from it
         wordings.learn(chat.route.name, wording, state.probe != "refuted")
     return result
+
+
+def _one_step_further(chat: Chat, state: Retries, questioned: Attempt, result: Attempt) -> bool:
+    """Whether a probe answered by the first answer's wording, with the same numbers,
+    gets a second step: only after the first step, when a retry is left and the probe's
+    body still had a turn to drop."""
+    first, again = questioned.suspect, result.suspect
+    return (
+        first is not None
+        and again is not None
+        and again.wording == first.wording
+        and again.numbers == first.numbers
+        and state.retries < min(PROBE_STEPS, chat.settings.max_retries)
+        and may_retry(chat.settings, state.report, shadow=chat.shadow)
+    )
 
 
 async def _retry(
@@ -256,9 +282,10 @@ async def _retry(
         )
         last.retry = False
         return last
-    if overflow is None:  # a probe: the answer it questions was read whole, and is kept
+    if overflow is None and state.questioned is None:
+        # a first probe: the answer it questions was read whole, and is kept
         state.questioned, state.questioned_report = last, previous
-    else:
+    else:  # an overflow, or a first probe's answer that questions nothing more
         last.resp.close()
     state.report, state.body = report, body
     state.retries += 1
