@@ -23,6 +23,7 @@ from trimgate.providers.overflow import (
     Overflow,
     Suspect,
     confirm_suspect,
+    detect_bare_stream_overflow,
     detect_overflow,
     detect_stream_overflow,
     detect_suspect,
@@ -130,8 +131,11 @@ def test_corpus_body(entry: dict[str, Any]) -> None:
 
 @pytest.mark.parametrize("entry", STREAMS, ids=_ids(STREAMS))
 def test_corpus_stream_head(entry: dict[str, Any]) -> None:
-    got = detect_stream_overflow(entry["body"].encode(), wire_format=entry["format"])
+    body = entry["body"].encode()
+    got = detect_stream_overflow(body, wire_format=entry["format"])
     assert got == _expected(entry)
+    # had the stream ended there, no bare reading would say otherwise
+    assert detect_bare_stream_overflow(body, wire_format=entry["format"]) in (None, got)
 
 
 @pytest.mark.parametrize("entry", STREAMS, ids=_ids(STREAMS))
@@ -475,6 +479,27 @@ def test_documented_wordings(message: str, expected: Overflow) -> None:
 )
 def test_wordings_that_are_not_overflows(message: str) -> None:
     assert detect_overflow(400, _error_body(message), wire_format="openai") is None
+
+
+# --------------------------------------------------------------------------- bare streams
+
+
+def test_a_stream_of_bare_text_is_read_as_an_error_body() -> None:
+    def bare(data: bytes) -> Overflow | None:
+        return detect_bare_stream_overflow(data, wire_format="openai")
+
+    assert bare(b"Prompt is too long") == Overflow(None, None)
+    stated = b"This model's maximum context length is 8192 tokens. However, your messages "
+    assert bare(b"\n" + stated + b"resulted in 9000 tokens.\n") == Overflow(9000, 8192)
+    assert bare(b'{"error_msg": "Input text is too long, input_ids_len (8300)"}\n') is not None
+    # anything with an SSE line is a stream, read event by event, never as bare text
+    for sse in (b"data: Prompt is too long", b": Prompt is", b"event:x\nPrompt is too long"):
+        assert bare(sse) is None
+    # no overflow's wording, or too long to be an error someone wrote raw
+    assert bare(b"Rate limit exceeded: too many tokens per minute") is None
+    assert bare(b"The model says the prompt is fine.") is None
+    assert bare(b"") is None and bare(b" \n ") is None
+    assert bare(b"Prompt is too long " + b"x" * overflow.BARE_STREAM_LIMIT) is None
 
 
 # --------------------------------------------------------------------------- stream heads
@@ -1039,8 +1064,9 @@ def test_heldout_figures(capsys: pytest.CaptureFixture[str]) -> None:
     probed: dict[bool, list[str]] = {True: [], False: []}  # suspects a probe resends
     for entry in loaded:
         body = entry["body"].encode()
-        if entry["stream"]:
+        if entry["stream"]:  # a stream that ends after these bytes, as the relay reads it
             got = detect_stream_overflow(body, wire_format=entry["format"])
+            got = got or detect_bare_stream_overflow(body, wire_format=entry["format"])
         else:
             got = detect_overflow(entry["status"], body, wire_format=entry["format"])
             if (

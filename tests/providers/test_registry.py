@@ -309,6 +309,9 @@ class FakeCodec:
     ) -> Overflow | None:
         return None
 
+    def detect_bare_stream_overflow(self, data: bytes, patterns: Patterns = ()) -> Overflow | None:
+        return None
+
     def encode(self, decoded: Decoded, plan: TrimPlan, *, breadcrumb: str) -> dict[str, Any]:
         raise NotImplementedError
 

@@ -302,6 +302,40 @@ async def test_a_window_stop_after_output_is_the_answer(make_stack: MakeStack) -
     assert (await resp.json()) == truncated
 
 
+@pytest.mark.parametrize(
+    "raw",
+    [
+        # xllm writes its error raw into the event stream it opened, and ends it
+        b"Prompt is too long",
+        # FastDeploy's push mode: JSON lines with no SSE field
+        b'{"req_id": "5f1c2a7e", "error_msg": "Input text is too long, input_ids_len (8300)'
+        b' + min_dec_len (1) >= max_seq_len ", "error_code": 200}\n',
+    ],
+    ids=["text", "json-line"],
+)
+async def test_an_overflow_written_raw_into_a_stream_is_retried(
+    make_stack: MakeStack, raw: bytes
+) -> None:
+    await _retried_stream(make_stack, [raw])
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [b"Internal error, please retry", b"Rate limit reached: input tokens per minute exceeded"],
+    ids=["fault", "rate"],
+)
+async def test_other_text_written_raw_into_a_stream_is_relayed(
+    make_stack: MakeStack, raw: bytes
+) -> None:
+    fake = FakeProvider().then(Reply(events=[raw]))
+    stack = await make_stack(fake)
+    resp = await stack.client.post(
+        "/v1/chat/completions", json=openai_chat(8, model="gpt-4o", stream=True)
+    )
+    assert resp.status == 200 and await resp.read() == raw
+    assert len(fake.requests) == 1 and "x-trimgate-reason" not in resp.headers
+
+
 async def _retried_stream(make_stack: MakeStack, frames: list[bytes]) -> None:
     """A stream whose error arrives before any output: the client gets the retry's answer,
     with none of the error's words, and the retry sent less."""

@@ -25,6 +25,7 @@ from trimgate.history import Conversation
 from trimgate.providers.overflow import (
     Overflow,
     Patterns,
+    detect_bare_stream_overflow,
     detect_overflow,
     detect_stream_event_overflow,
     detect_stream_overflow,
@@ -129,6 +130,11 @@ class Codec(Protocol):
         """One SSE event past the head: an overflow while no output has been relayed."""
         ...
 
+    def detect_bare_stream_overflow(self, data: bytes, patterns: Patterns = ()) -> Overflow | None:
+        """A whole 200 stream that ended holding only text, no SSE line: an overflow
+        error written raw into it."""
+        ...
+
     def usage(self, body: JSON) -> int | None:
         """Prompt tokens the provider reports in a non-streamed JSON answer."""
         ...
@@ -204,3 +210,6 @@ class CodecBase:
         return detect_stream_event_overflow(
             event, output_started=output_started, wire_format=self.wire_format, patterns=patterns
         )
+
+    def detect_bare_stream_overflow(self, data: bytes, patterns: Patterns = ()) -> Overflow | None:
+        return detect_bare_stream_overflow(data, wire_format=self.wire_format, patterns=patterns)

@@ -75,6 +75,7 @@ __all__ = [
     "Suspect",
     "compile_patterns",
     "confirm_suspect",
+    "detect_bare_stream_overflow",
     "detect_overflow",
     "detect_stream_event_overflow",
     "detect_stream_overflow",
@@ -390,6 +391,25 @@ def detect_stream_event_overflow(
     if parsed is None:
         return None
     return _event_verdict(parsed[0], parsed[1], patterns)[1]
+
+
+BARE_STREAM_LIMIT: Final = 4096
+# a line an SSE stream is made of: a field (data, event, id, retry) or a comment
+_SSE_LINE_RE: Final = re.compile(rb"(?m)^[ \t]*(?:(?:data|event|id|retry)[ \t]*)?:")
+
+
+def detect_bare_stream_overflow(
+    data: bytes, *, wire_format: str, patterns: Patterns = ()
+) -> Overflow | None:
+    """The overflow of a 200 event stream that ended holding no SSE line at all, only
+    text: an error some servers write raw into the stream they opened (xllm's "Prompt is
+    too long", FastDeploy's push-mode JSON lines). ``data`` is the whole stream, at most
+    ``BARE_STREAM_LIMIT`` bytes; it is read as an error body with no status of its own
+    (``detect_overflow`` at 400), so only an overflow's wording counts, never model text
+    (a stream that carries output has SSE lines)."""
+    if not data.strip() or len(data) > BARE_STREAM_LIMIT or _SSE_LINE_RE.search(data):
+        return None
+    return detect_overflow(400, data, wire_format=wire_format, patterns=patterns)
 
 
 def stream_event_has_output(event: bytes) -> bool:

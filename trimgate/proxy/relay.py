@@ -136,7 +136,8 @@ async def _sniff_stream(codec: Codec, resp: up.Answer, patterns: Patterns) -> At
     """Hold a 200 stream's events until the first one with output (a role-only opener,
     lifecycle events and comments are held with it), checking each complete event for an
     overflow; past ``STREAM_HOLD_LIMIT`` bytes or ``STREAM_HOLD_SECONDS`` without output,
-    the stream is relayed."""
+    the stream is relayed. A stream that ends within the hold holding only text, no SSE
+    line, is read as an error written raw into it (``detect_bare_stream_overflow``)."""
     buf = bytearray()
     hold = asyncio.timeout(STREAM_HOLD_SECONDS)  # one timer for the whole hold
     try:
@@ -161,6 +162,8 @@ async def _hold_stream(
                 found = codec.detect_stream_event_overflow(
                     tail, output_started=False, patterns=patterns
                 )
+                if found is None:  # a stream of bare text: an error written raw into it
+                    found = codec.detect_bare_stream_overflow(bytes(buf), patterns)
                 return bytes(buf), found, found is None and _unfixable_event(tail)
             break
         search = max(scanned, len(buf) - 3)
