@@ -5,10 +5,12 @@ before the first output byte is retried, never one after it; an upstream's own
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+import yaml
 
 from tests.fakes import FakeProvider, Reply, anthropic_ok, json_reply, openai_ok, sse_data
 from tests.proxy.bodies import anthropic_messages, openai_chat, responses_input
@@ -21,6 +23,7 @@ MESSAGE = (
     "This model's maximum context length is 4097 tokens. However, your messages resulted "
     "in 4619 tokens."
 )
+CORPUS = yaml.safe_load((Path(__file__).parent.parent / "data" / "error_corpus.yaml").read_text())
 ROLE = {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}
 EMPTY = {"choices": [{"index": 0, "delta": {"content": ""}}]}
 ERROR_EVENT = {"error": {"message": MESSAGE, "code": "context_length_exceeded"}}
@@ -334,6 +337,31 @@ async def test_other_text_written_raw_into_a_stream_is_relayed(
     )
     assert resp.status == 200 and await resp.read() == raw
     assert len(fake.requests) == 1 and "x-trimgate-reason" not in resp.headers
+
+
+SPOOFED = {e["id"]: e for e in CORPUS if e["server"].startswith("oai-reverse-proxy")}
+
+
+@pytest.mark.parametrize("ident", sorted(SPOOFED), ids=sorted(SPOOFED))
+async def test_an_error_sent_as_a_200_completion_is_read_as_its_status_says(
+    make_stack: MakeStack, ident: str
+) -> None:
+    # oai-reverse-proxy sends its own errors as a completion whose reply text is the
+    # error: an overflow is retried, anything else (its quota) goes back as it came
+    entry = SPOOFED[ident]
+    raw = entry["body"].encode()
+    first = Reply(events=[raw]) if entry["stream"] else Reply(body=raw)
+    fake = FakeProvider().then(first, ok_stream() if entry["stream"] else json_reply(openai_ok(5)))
+    stack = await make_stack(fake)
+    chat = openai_chat(8, model="gpt-4o", stream=entry["stream"])
+    resp = await stack.client.post("/v1/chat/completions", json=chat)
+    body = await resp.read()
+    assert resp.status == 200
+    if entry["overflow"]:
+        assert len(fake.requests) == 2 and b"oai-proxy-error" not in body
+        assert resp.headers["x-trimgate-reason"] == "reactive"
+    else:
+        assert len(fake.requests) == 1 and body == raw
 
 
 async def _retried_stream(make_stack: MakeStack, frames: list[bytes]) -> None:

@@ -39,6 +39,7 @@ from trimgate.providers.overflow_wordings import (
     _ITEM_PROMPT_BEFORE_RE,
     _KV_SIZE_RE,
     _LIMIT_ONLY_RE,
+    _LIMIT_PAREN_RE,
     _MAX_CODE_LENGTH,
     _NEST_KEYS,
     _NEVER_CODES,
@@ -51,6 +52,7 @@ from trimgate.providers.overflow_wordings import (
     _PATTERNS,
     _PROMPT_PARTS,
     _PROMPT_PARTS_2,
+    _PROMPT_WORD_RE,
     _RATE_HINTS,
     _RATE_RE,
     _SENTENCE_END_RE,
@@ -203,6 +205,8 @@ def _walk_document(doc: Any, facts: _Facts, depth: int, *, error_status: bool) -
     choices = doc.get("choices")
     if isinstance(choices, list) and _walk_choices(choices, facts, depth):
         return True
+    if _spoofed_error(doc, facts, depth):
+        return True
     if _window_stop(doc):
         facts.codes.add(WINDOW_STOP)
         return True
@@ -249,6 +253,10 @@ def _window_stop(doc: dict[str, Any]) -> bool:
     return False
 
 
+_SPOOF_MARK: Final = "<!-- oai-proxy-error -->"
+_SPOOF_REASON_RE: Final = re.compile(r"Proxy error \(HTTP ([1-5]\d\d)\b")
+
+
 def _walk_choices(choices: list[Any], facts: _Facts, depth: int) -> bool:
     """Gateways that report an error inside a 200 answer's choice: ``finish_reason``
     ``"error"`` with an ``error`` object (or message) in the choice. A choice without
@@ -267,6 +275,37 @@ def _walk_choices(choices: list[Any], facts: _Facts, depth: int) -> bool:
     return found
 
 
+def _spoofed_error(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
+    """oai-reverse-proxy answers its own errors as a 200 completion, so that a chat UI
+    shows them: the reply's text is the error, its ``finish_reason`` (a chat completion or
+    chunk) or ``stop_reason`` (an Anthropic message) is "Proxy error (HTTP 400 Bad
+    Request)", and the text ends in ``<!-- oai-proxy-error -->``. Only both together make
+    a reply an error (a model writes neither reason), read with the status it names."""
+    reason: Any = doc.get("stop_reason")
+    text: Any = None
+    if isinstance(reason, str):
+        content = doc.get("content")
+        if isinstance(content, list) and content and isinstance(content[0], dict):
+            text = content[0].get("text")
+    else:
+        choices = doc.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            return False
+        choice = choices[0]
+        reason = choice.get("finish_reason")
+        reply = choice.get("message") or choice.get("delta")
+        if isinstance(reply, dict):
+            text = reply.get("content")
+    if not isinstance(reason, str) or not isinstance(text, str) or _SPOOF_MARK not in text:
+        return False
+    status = _SPOOF_REASON_RE.match(reason)
+    if status is None:
+        return False
+    facts.statuses.append(int(status.group(1)))
+    _add_text(text, facts, depth)
+    return True
+
+
 # --------------------------------------------------------------------------- decision
 
 
@@ -276,6 +315,18 @@ def _never(text: str) -> bool:
     if any(word in low for word in _NEVER_WORDS):
         return True
     return any(hint in low for hint in _RATE_HINTS) and _RATE_RE.search(text) is not None
+
+
+def _strong(text: str) -> bool:
+    """A sentence that names the context window as exceeded (``_STRONG_RE``) by the prompt,
+    not by an output setting alone ("Provided max_tokens (8192) exceeds context window
+    size (4096)": an output word before it in its sentence, and no prompt-side word)."""
+    for match in _STRONG_RE.finditer(text):
+        ends = [m.end() for m in _SENTENCE_END_RE.finditer(text, 0, match.start())]
+        lead = text[ends[-1] if ends else 0 : match.start()]
+        if _OUTPUT_WORD_RE.search(lead) is None or _PROMPT_WORD_RE.search(lead) is not None:
+            return True
+    return False
 
 
 def _num(value: str | None) -> int | None:
@@ -502,8 +553,7 @@ def _decide(http_status: int, facts: _Facts, patterns: Patterns = ()) -> Overflo
         (400 <= status < 500 and any(_KV_SIZE_RE.search(text) for text in facts.texts))
         or (400 <= status <= 500 and any(_CTX_SIZE_RE.search(text) for text in facts.texts))
         or (
-            (400 <= status <= 500 or status in _GENERIC_STATUSES)
-            and any(_STRONG_RE.search(text) for text in facts.texts)
+            (400 <= status <= 500 or status in _GENERIC_STATUSES) and any(map(_strong, facts.texts))
         )
     ):
         found = Overflow(None, None)
@@ -544,7 +594,7 @@ def _forbidden_overflow(facts: _Facts) -> bool:
     context window as exceeded, or a listed wording that states both counts, an excess."""
     if any(map(_never, facts.texts)):
         return False
-    if _overflow_code(facts.codes, facts.texts) or any(_STRONG_RE.search(t) for t in facts.texts):
+    if _overflow_code(facts.codes, facts.texts) or any(map(_strong, facts.texts)):
         return True
     return _counted(facts.texts)
 
@@ -608,9 +658,10 @@ def _two_counts(texts: list[str]) -> Overflow | None:
     if len(counts) == 1:  # only the window, when the words beside it say so
         (only,) = counts
         for text in texts:
-            for match in _LIMIT_ONLY_RE.finditer(text[:4096]):
-                if int(match.group(1).replace(",", "")) == only:
-                    return Overflow(None, only)
+            for regex in (_LIMIT_ONLY_RE, _LIMIT_PAREN_RE):
+                for match in regex.finditer(text[:4096]):
+                    if int(match.group(1).replace(",", "")) == only:
+                        return Overflow(None, only)
         return None
     if len(counts) != 2:
         return None

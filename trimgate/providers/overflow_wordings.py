@@ -561,6 +561,16 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
     # Writer: "Total number of tokens (prompt+generation) exceeded the service limit of L
     # tokens" (a total with the reservation: no count read)
     _p(r"total number of tokens \(prompt\+generation\) exceeded the service limit"),
+    # tokasaurus: "Request has prompt length = P and max_tokens = C, which is larger than
+    # the maximum number of tokens per request = L"
+    _p(
+        r"request has prompt length = (?P<real>{N}) and max_tokens = (?P<comp>{N}), which is"
+        r" larger than the maximum number of tokens per request = (?P<max>{N})"
+    ),
+    # exllamav3's generator (an assertion its servers relay): "Job requires P pages (only L
+    # available) and cannot be enqueued. Total cache allocated is L * 256 = T tokens". Pages
+    # hold the prompt and its reservation, and are no tokens: no count is read
+    _p(r"\bjob requires {N} pages \(only {N} available\) and cannot be enqueued\b"),
     # llamafile's server (plain text, status 500): a prompt the slot cannot prefill
     _p(r"^\s*out_of_context\s*$"),
     # new-api relays (status 500, code maximum_context_length_failed)
@@ -788,6 +798,9 @@ _KV_SIZE_RE: Final = _p(r"input prompt is too big compared to kv size")
 _CTX_SIZE_RE: Final = _p(r"context size has been exceeded")
 # A sentence that names the context window as exceeded, whoever sends it: with it, a 403
 # is an overflow too (Zed's cloud), as with a listed wording stating both counts.
+# A prompt-side word: with it, an output word beside a strong sentence is not its subject
+# ("input length and max_tokens exceed the context window")
+_PROMPT_WORD_RE: Final = _p(r"\b(?:prompt|input|messages?|content|conversation|history|context)\b")
 _STRONG_RE: Final = _p(
     r"\bcontext(?:[ _-]?(?:window|length|size|limit))? (?:is )?(?:exceeded|overflow)"
     r"|\bexceed(?:s|ed)? (?:the )?(?:model'?s? )?(?:maximum |available )?context[ _-]?"
@@ -807,6 +820,8 @@ _LIMIT_ONLY_RE: Final = _p(
     + _COUNT_N
     + r"\s*tokens\b"
 )
+# ... or in parentheses right after the window's name: "exceeds context window size (4096)"
+_LIMIT_PAREN_RE: Final = _p(r"\bcontext (?:window )?(?:length|size) \((\d+(?:,\d{3})*)\)")
 _SUM_RE: Final = re.compile(r"\d\)?\s*\+\s*\(?\d")
 # ... and not an error's own code or status ("code": 400 in JSON quoted inside a message)
 _CODE_COUNT_RE: Final = _p(r"(?:code|status)\W{0,4}$")
