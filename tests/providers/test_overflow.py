@@ -936,6 +936,8 @@ def test_a_500_is_an_overflow_only_with_counts_or_the_window_named() -> None:
     for message, expected in (
         ("Your prompt has 9000 tokens but the model only supports up to 8192 tokens", (9000, 8192)),
         ("the request exceeds the available context size; context shift is disabled", None),
+        ("internal error: 输入内容超长，请缩短后重试", None),  # "the input is too long"
+        ("上下文长度超出模型限制", None),  # "the context length is over the model's limit"
     ):
         found = detect_overflow(500, _error_body(message), wire_format="openai")
         assert found is not None and (found.real, found.maximum) == (expected or (None, None))

@@ -808,6 +808,9 @@ _STRONG_RE: Final = _p(
     # Russian: "превышает контекст модели" (exceeds the model's context), "превышена длина
     # контекста" (the context length is exceeded)
     r"|превыш\w*\s+(?:\w+\s+){0,2}?контекст"
+    # Chinese: "输入内容超长" (the input is too long), "上下文长度超出限制" (the context
+    # length is over the limit)
+    r"|(?:输入|上下文)(?:内容|文本|长度)?(?:超长|过长|太长|超出(?:了)?(?:模型)?(?:长度)?限制)"
 )
 
 # A count in a recognised wording that states exactly two (``_two_counts``), unless the
