@@ -136,8 +136,10 @@ class HistoryPruningConfig(_Strict):
 class ReactiveConfig(_Strict):
     enabled: bool = True
     max_retries: int = Field(default=3, ge=0, le=10)
-    # an error no reader recognises whose words suspect an overflow: resent once, trimmed
+    # an error no reader recognises whose words suspect an overflow: resent, trimmed
     probe: bool = True
+    # the probed error's wording (ids and numbers blanked) in the overflow_probe log line
+    log_wordings: bool = False
 
 
 class TrimmingConfig(_Strict):
@@ -184,6 +186,7 @@ class TrimmingConfig(_Strict):
             reactive=self.reactive.enabled,
             max_retries=self.reactive.max_retries,
             probe=self.reactive.probe,
+            log_wordings=self.reactive.log_wordings,
             cut_step=self.cut_step,
             keep_anchor=self.keep_anchor,
             anchor_max_share=self.anchor_max_share,

@@ -2,7 +2,9 @@
 
 Records carry the fields given in ``extra``; nothing else of a request is
 ever logged (no headers, no bodies), so credentials and message contents
-cannot reach a log.
+cannot reach a log. The one opt-in exception is the wording of a provider's error
+that a probe questioned (``trimming.reactive.log_wordings``, off by default), with
+its ids and numbers blanked.
 """
 
 from __future__ import annotations

@@ -82,6 +82,28 @@ async def test_a_probe_the_trim_fixes_goes_through_and_teaches_the_wording(
     assert stack.metric("trimgate_overflow_probes_total", **LABELS, result="fixed") == 1
 
 
+async def test_the_probed_wording_is_logged_only_when_asked(
+    make_stack: MakeStack, caplog: pytest.LogCaptureFixture
+) -> None:
+    def answer(r: Recorded) -> Reply:
+        # a wording with an id and a count, each blanked in the key
+        message = "Text too long for request req_8c1f2a9b7d: 4182 units"
+        return json_reply({"error": {"message": message}}, status=400)
+
+    key = "400 Text too long for request #: N units"
+    for log_wordings, expected in ((False, None), (True, key)):
+        caplog.clear()
+        stack = await make_stack(
+            FakeProvider(answer), trimming={"reactive": {"log_wordings": log_wordings}}
+        )
+        with caplog.at_level(logging.INFO, logger="trimgate"):
+            resp = await stack.client.post(PATH, json=openai_chat(24, model="gpt-4o"))
+        assert resp.status == 400 and resp.headers["x-trimgate-probe"] == "refuted"
+        (probe,) = [r for r in caplog.records if getattr(r, "event", "") == "overflow_probe"]
+        assert getattr(probe, "wording", None) == expected
+        assert "req_8c1f2a9b7d" not in caplog.text and "4182" not in caplog.text
+
+
 async def test_a_refuted_probe_sends_the_first_answer_back_and_is_not_repeated(
     make_stack: MakeStack, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -433,6 +433,7 @@ class Proxy:
             unresolved=unresolved(final, report),
             shadow=chat.shadow,
             probe=state.probe,
+            probe_wording=state.wording if chat.settings.log_wordings else None,
         )
         return final, outcome
 

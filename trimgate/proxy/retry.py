@@ -57,6 +57,7 @@ class Retries:
     retries: int = 0
     overflows: int = 0
     probe: str | None = None  # how a probe went: "fixed", "confirmed" or "refuted"
+    wording: str | None = None  # the probed answer's wording (ids and numbers blanked)
     questioned: Attempt | None = None  # the answer a probe in flight questions
     questioned_report: TrimReport | None = None  # of the body that answer was to
 
@@ -191,7 +192,7 @@ def _probed(chat: Chat, state: Retries, result: Attempt, wordings: Wordings | No
     questioned, before = state.questioned, state.questioned_report
     assert questioned is not None and questioned.suspect is not None and before is not None
     state.questioned = state.questioned_report = None
-    wording = questioned.suspect.wording
+    wording = state.wording = questioned.suspect.wording
     if result.overflow is None and result.suspect is not None:
         shrink = state.report.tokens_after / max(1, before.tokens_after)
         result.overflow = confirm_suspect(questioned.suspect, result.suspect, shrink)

@@ -48,6 +48,8 @@ class Outcome:
     # how a probe of a suspected overflow went: "fixed", "confirmed", "refuted"
     # (metrics.PROBES), None when none was made
     probe: str | None = None
+    # the probed wording, for the log line only (reactive.log_wordings), else None
+    probe_wording: str | None = None
     attribution: dict[str, str] = field(default_factory=dict)
     team: str | None = None  # the bounded ``team`` label; None: attribution is off
 
@@ -206,10 +208,13 @@ def _warn(o: Outcome, base: Mapping[str, object]) -> None:
             extra={"event": "tool_result_cap", **base, "count": r.tool_results_capped},
         )
     if o.probe:
+        fields = {"event": "overflow_probe", **base, "result": o.probe, "retries": o.retries}
+        if o.probe_wording is not None:
+            fields["wording"] = o.probe_wording[:WORDING_LOG_CHARS]
         log.log(
             logging.WARNING if o.probe == "refuted" else logging.INFO,
             _PROBE_LOG[o.probe],
-            extra={"event": "overflow_probe", **base, "result": o.probe, "retries": o.retries},
+            extra=fields,
         )
     if o.unresolved:
         log.error(
@@ -231,6 +236,9 @@ _UNRESOLVED_LOG = {
     "the window",
 }
 
+
+# a probed wording in the overflow_probe log line (reactive.log_wordings) is cut to this
+WORDING_LOG_CHARS = 300
 
 _PROBE_LOG = {
     "fixed": "an error that suspected an overflow was one: the trimmed resend went through",

@@ -43,6 +43,7 @@ class Settings:
     reactive: bool = True  # reactive.enabled
     max_retries: int = 3  # reactive.max_retries
     probe: bool = True  # reactive.probe: resend once on an error that only suspects an overflow
+    log_wordings: bool = False  # reactive.log_wordings: a probed wording in its log line
     cut_step: float = 0.2  # cache-stable cuts: grid step as a fraction of the budget
     keep_anchor: bool = True
     anchor_max_share: float = 0.25  # the largest anchor pinned, as a share of the budget
