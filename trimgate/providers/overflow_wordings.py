@@ -561,12 +561,6 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
     # Writer: "Total number of tokens (prompt+generation) exceeded the service limit of L
     # tokens" (a total with the reservation: no count read)
     _p(r"total number of tokens \(prompt\+generation\) exceeded the service limit"),
-    # tokasaurus: "Request has prompt length = P and max_tokens = C, which is larger than
-    # the maximum number of tokens per request = L"
-    _p(
-        r"request has prompt length = (?P<real>{N}) and max_tokens = (?P<comp>{N}), which is"
-        r" larger than the maximum number of tokens per request = (?P<max>{N})"
-    ),
     # exllamav3's generator (an assertion its servers relay): "Job requires P pages (only L
     # available) and cannot be enqueued. Total cache allocated is L * 256 = T tokens". Pages
     # hold the prompt and its reservation, and are no tokens: no count is read
@@ -631,20 +625,22 @@ _OUTPUT_WORD_RE: Final = _p(
 )
 # An itemised wording no pattern lists (``_itemised``): the prompt's count, the output
 # reservation's and the window, each told by the words beside it ("P input tokens",
-# "C in the completion", "max_seq_len (L)", "must be <= L"), in any order. A decimal count
+# "C in the completion", "max_seq_len (L)", "must be <= L", "input_tokens=P ...
+# max_new_tokens=C ... kv_capacity=L"), in any order. A decimal count
 # ("prompt length (9351.0)") reads as its integer.
 _ITEM_N: Final = _COUNT_N
 _ITEM_GATE_RE: Final = _p(
     r"\bcontext(?:[ _-]?(?:window|length|size|limit))?\b|max_?seq_?len|max_model_len|n_ctx"
     r"|total length|\bmax(?:imum)? (?:model|seq(?:uence)?) (?:length|len)\b|must be <="
-    r"|max_kv_size"
+    r"|max_kv_size|\bkv[ _]?cache\b|kv_capacity|tokens per request"
 )
 _ITEM_PROMPT_AFTER_RE: Final = _p(
     _ITEM_N + r"\s*(?:`?inputs?`?\s+tokens?|input\b|(?:tokens? )?(?:in|of|from) (?:the |your )?"
     r"(?:input messages|messages|prompt|(?:text|tool|image|audio|file) input)\b|prompt\b)"
 )
 _ITEM_PROMPT_BEFORE_RE: Final = _p(
-    r"(?:input tokens length is|prompt length\s*\(?|prompt tokens?:?|input length\s*"
+    r"(?:input tokens length is|prompt length\s*=?\s*\(?|prompt tokens?:?|input length\s*"
+    r"|(?:input|prompt)_tokens\s*="
     r"|prompt contains(?: at least)?|you passed|prompt token len|prompt\s*\()\s*" + _ITEM_N
 )
 _ITEM_OUTPUT_AFTER_RE: Final = _p(
@@ -652,11 +648,12 @@ _ITEM_OUTPUT_AFTER_RE: Final = _p(
     r"|output\b|(?:max )?generation\b)"
 )
 _ITEM_OUTPUT_BEFORE_RE: Final = _p(
-    r"(?:output tokens length is|max_new_tokens\s*|max_tokens\s*[:=(]?\s*\(?)\s*" + _ITEM_N
+    r"(?:output tokens length is|max_new_tokens\s*=?|max_tokens\s*[:=(]?\s*\(?)\s*" + _ITEM_N
 )
 _ITEM_LIMIT_RE: Final = _p(
     r"(?:context (?:length|window|size)|max(?:imum)?(?: model)? (?:context |sequence |total )?"
-    r"(?:length|len)|max_seq_len|max_model_len|max_num_tokens|max_kv_size|context window limit)"
+    r"(?:length|len)|max_seq_len|max_model_len|max_num_tokens|max_kv_size|context window limit"
+    r"|kv_capacity|number of tokens per request)"
     r"(?: of (?=[\w.\-]*[a-z])[\w.\-]+)?\D{0,16}?"
     + _ITEM_N
     + r"|(?:<=|must be <=|should not exceed|cannot exceed|>)\s*\(?\s*(?:[a-z_]+\s*)?\(?"
