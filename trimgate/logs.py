@@ -4,7 +4,7 @@ Records carry the fields given in ``extra``; nothing else of a request is
 ever logged (no headers, no bodies), so credentials and message contents
 cannot reach a log. The one opt-in exception is the wording of a provider's error
 that a probe questioned (``trimming.reactive.log_wordings``, off by default), with
-its ids and numbers blanked.
+numbers, ids, quoted text, addresses and long tokens blanked (``signals.logged_wording``).
 """
 
 from __future__ import annotations

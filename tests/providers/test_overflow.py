@@ -500,6 +500,36 @@ def test_a_stream_of_bare_text_is_read_as_an_error_body() -> None:
     assert bare(b"The model says the prompt is fine.") is None
     assert bare(b"") is None and bare(b" \n ") is None
     assert bare(b"Prompt is too long " + b"x" * overflow.BARE_STREAM_LIMIT) is None
+    # a JSON-lines answer is an error only with an error key; a BOM hides no SSE line
+    assert bare(b'{"message": "The input exceeds the context window", "done": true}') is None
+    assert bare("\ufeffdata: Prompt is too long".encode()) is None
+    assert bare("\ufeffPrompt is too long".encode()) == Overflow(None, None)
+
+
+def test_json_nested_past_the_decoders_depth_inside_a_message_is_no_error() -> None:
+    # a message holding JSON is read for the error it relays; nesting deeper than the
+    # decoder goes must not raise (a RecursionError would fail the answer)
+    message = 'context window exceeded [{"a":' + "[" * 3000
+    for body in (
+        _error_body(message),
+        orjson.dumps({"detail": message}),
+    ):
+        detect_overflow(400, body, wire_format="openai")
+        detect_suspect(400, body)
+    assert detect_bare_stream_overflow(message.encode(), wire_format="openai") is not None
+
+
+@pytest.mark.parametrize("status", [400, 403, 500])
+def test_a_strong_sentence_names_what_exceeds(status: int) -> None:
+    # an endpoint's name ("completion") is no output setting; max_tokens alone is
+    for message in (
+        "Chat completion request exceeds the context window",
+        "Completion failed: context window exceeded.",
+        "input length and max_tokens exceed the context window",
+    ):
+        assert detect_overflow(status, _error_body(message), wire_format="openai") is not None
+    setting = "Provided max_tokens (8192) exceeds context window size (4096)."
+    assert detect_overflow(status, _error_body(setting), wire_format="openai") is None
 
 
 # --------------------------------------------------------------------------- stream heads

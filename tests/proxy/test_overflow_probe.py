@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+from typing import Any
 
 import orjson
 import pytest
@@ -16,7 +17,9 @@ import pytest
 from tests.fakes import FakeProvider, Recorded, Reply, json_reply, openai_ok
 from tests.proxy.bodies import openai_chat
 from tests.proxy.conftest import MakeStack
+from trimgate.proxy import retry
 from trimgate.proxy.retry import Wordings
+from trimgate.proxy.signals import logged_wording
 
 # every stack: a refuted probe relays an answer read whole, kept through the probe
 pytestmark = pytest.mark.every_stack
@@ -165,13 +168,63 @@ async def test_an_overflow_of_more_than_half_again_is_fixed_by_the_second_step(
     assert resp.headers["x-trimgate-probe"] == "fixed"
     assert resp.headers["x-trimgate-retries"] == "2"
     assert stack.metric("trimgate_overflow_probes_total", **LABELS, result="fixed") == 1
-    assert stack.metric("trimgate_context_overflows_total", **LABELS) == 1
+    # the first answer and the first step's were both overflows
+    assert stack.metric("trimgate_context_overflows_total", **LABELS) == 2
 
     # learned: the next such request is an overflow from its first answer
     first.clear()
     fake.requests.clear()
     resp = await stack.client.post(PATH, json=openai_chat(30, model="gpt-4o"))
     assert resp.status == 200 and "x-trimgate-probe" not in resp.headers
+
+
+async def test_a_second_step_that_cannot_be_planned_sends_the_first_answer_back(
+    make_stack: MakeStack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ids = itertools.count(1)
+    bodies: list[bytes] = []
+
+    def answer(r: Recorded) -> Reply:
+        bodies.append(orjson.dumps({"error": {"message": f"Text too long (#{next(ids)})"}}))
+        return Reply(status=400, body=bodies[-1])
+
+    planned = 0
+    real_replan = retry.replan
+
+    async def replan_once(*args: Any, **kwargs: Any) -> Any:
+        nonlocal planned
+        planned += 1
+        if planned > 1:
+            raise RuntimeError("a bug while planning the second step")
+        return await real_replan(*args, **kwargs)
+
+    monkeypatch.setattr(retry, "replan", replan_once)
+    fake = FakeProvider(answer)
+    stack = await make_stack(fake)
+    resp = await stack.client.post(PATH, json=openai_chat(24, model="gpt-4o"))
+    assert resp.status == 400 and len(fake.requests) == 2
+    assert await resp.read() == bodies[0]  # the first answer, not the first step's
+    assert resp.headers["x-trimgate-probe"] == "refuted"
+    assert resp.headers["x-trimgate-trimmed"] == "false"
+    assert resp.headers["x-trimgate-retries"] == "0"
+
+
+@pytest.mark.parametrize("step", [1, 2])
+async def test_a_failed_probe_resend_sends_the_first_answer_back(
+    make_stack: MakeStack, step: int
+) -> None:
+    # the probe's resend (its first or second step) meets a connection the provider drops:
+    # the client gets the provider's first answer, not a gateway error
+    def answer(r: Recorded) -> Reply:
+        return Reply(reset=True) if len(fake.requests) > step else text_too_long()
+
+    fake = FakeProvider(answer)
+    stack = await make_stack(fake)
+    resp = await stack.client.post(PATH, json=openai_chat(24, model="gpt-4o"))
+    assert resp.status == 400
+    assert await resp.json() == {"status": {"code": "40003", "message": "Text too long"}}
+    assert resp.headers["x-trimgate-probe"] == "refuted"
+    assert resp.headers["x-trimgate-retries"] == "0"
 
 
 async def test_one_retry_allowed_means_one_probe_step(make_stack: MakeStack) -> None:
@@ -244,6 +297,16 @@ async def test_a_lone_turn_is_never_probed(make_stack: MakeStack) -> None:
     resp = await stack.client.post(PATH, json=openai_chat(1, model="gpt-4o"))
     assert resp.status == 400 and len(fake.requests) == 1
     assert "x-trimgate-probe" not in resp.headers
+
+
+def test_a_logged_wording_blanks_what_may_quote_a_request_or_name_someone() -> None:
+    wording = (
+        "400 Input 'my secret plan' is too long for alice@example.com at "
+        "https://api.example.com/v1/x with key sk-abcdefghijklmnopqrstuvwxyz"
+    )
+    logged = logged_wording(wording)
+    assert logged == "400 Input '…' is too long for # at # with key #"
+    assert len(logged_wording("400 " + "word " * 200)) == 300
 
 
 def test_wordings_remember_overflows_and_forget_refutations_after_a_while() -> None:

@@ -322,6 +322,35 @@ async def test_an_overflow_written_raw_into_a_stream_is_retried(
     await _retried_stream(make_stack, [raw])
 
 
+async def test_a_raw_error_ended_by_a_blank_line_is_retried(make_stack: MakeStack) -> None:
+    await _retried_stream(make_stack, [b"Prompt is too long\n\n"])
+
+
+@pytest.mark.parametrize("kind", ["error", "stream"])
+async def test_a_bug_in_reading_an_answer_lets_it_through(
+    make_stack: MakeStack, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    def broken(*args: Any) -> Any:
+        raise RuntimeError("a bug in a reader")
+
+    if kind == "error":
+        monkeypatch.setattr(relay, "detect_unfixable", broken)
+        first = json_reply({"error": {"message": "something else"}}, status=400)
+    else:
+        monkeypatch.setattr(relay, "stream_event_has_output", broken)
+        first = ok_stream()
+    fake = FakeProvider().then(first)
+    stack = await make_stack(fake)
+    chat = openai_chat(8, model="gpt-4o", stream=kind == "stream")
+    resp = await stack.client.post("/v1/chat/completions", json=chat)
+    body = await resp.read()
+    assert len(fake.requests) == 1
+    if kind == "error":
+        assert resp.status == 400 and orjson.loads(body) == {"error": {"message": "something else"}}
+    else:
+        assert resp.status == 200 and b"fine" in body and body.endswith(b"data: [DONE]\n\n")
+
+
 @pytest.mark.parametrize(
     "raw",
     [b"Internal error, please retry", b"Rate limit reached: input tokens per minute exceeded"],

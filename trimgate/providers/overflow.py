@@ -396,6 +396,9 @@ def detect_stream_event_overflow(
 BARE_STREAM_LIMIT: Final = 4096
 # a line an SSE stream is made of: a field (data, event, id, retry) or a comment
 _SSE_LINE_RE: Final = re.compile(rb"(?m)^[ \t]*(?:(?:data|event|id|retry)[ \t]*)?:")
+_BOM: Final = "\ufeff".encode()
+# a key that makes a JSON line an error: "error", "error_msg", "errorMessage", "err"...
+_BARE_ERROR_KEY_RE: Final = re.compile(rb'"err(?:or)?[\w-]*"\s*:', re.IGNORECASE)
 
 
 def detect_bare_stream_overflow(
@@ -405,9 +408,14 @@ def detect_bare_stream_overflow(
     text: an error some servers write raw into the stream they opened (xllm's "Prompt is
     too long", FastDeploy's push-mode JSON lines). ``data`` is the whole stream, at most
     ``BARE_STREAM_LIMIT`` bytes; it is read as an error body with no status of its own
-    (``detect_overflow`` at 400), so only an overflow's wording counts, never model text
-    (a stream that carries output has SSE lines)."""
+    (``detect_overflow`` at 400), so only an overflow's wording counts. JSON in it counts
+    only with an error key: a JSON-lines answer (``{"message": ..., "done": true}``) is
+    not an error. A stream that carries output has SSE lines."""
+    if data.startswith(_BOM):
+        data = data[len(_BOM) :]
     if not data.strip() or len(data) > BARE_STREAM_LIMIT or _SSE_LINE_RE.search(data):
+        return None
+    if data.lstrip()[:1] in (b"{", b"[") and _BARE_ERROR_KEY_RE.search(data) is None:
         return None
     return detect_overflow(400, data, wire_format=wire_format, patterns=patterns)
 

@@ -45,6 +45,7 @@ from trimgate.providers.overflow_wordings import (
     _NEVER_CODES,
     _NEVER_STATUSES,
     _NEVER_WORDS,
+    _OUTPUT_SETTING_RE,
     _OUTPUT_WORD_RE,
     _OVERFLOW_CODES,
     _PAIR_RE,
@@ -164,7 +165,7 @@ def _add_text(text: str, facts: _Facts, depth: int) -> None:
         start = first_list
     try:
         inner, _ = _decoder.raw_decode(text, start)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past the decoder's depth
         return
     if isinstance(inner, (dict, list)):
         _walk_document(inner, facts, depth + 1, error_status=True)
@@ -320,11 +321,13 @@ def _never(text: str) -> bool:
 def _strong(text: str) -> bool:
     """A sentence that names the context window as exceeded (``_STRONG_RE``) by the prompt,
     not by an output setting alone ("Provided max_tokens (8192) exceeds context window
-    size (4096)": an output word before it in its sentence, and no prompt-side word)."""
+    size (4096)": an output setting before it in its sentence, and no prompt-side word).
+    Other words of output ("Chat completion request exceeds the context window") do not
+    count: they name the endpoint, not what exceeds."""
     for match in _STRONG_RE.finditer(text):
         ends = [m.end() for m in _SENTENCE_END_RE.finditer(text, 0, match.start())]
         lead = text[ends[-1] if ends else 0 : match.start()]
-        if _OUTPUT_WORD_RE.search(lead) is None or _PROMPT_WORD_RE.search(lead) is not None:
+        if _OUTPUT_SETTING_RE.search(lead) is None or _PROMPT_WORD_RE.search(lead) is not None:
             return True
     return False
 

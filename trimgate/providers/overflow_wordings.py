@@ -795,8 +795,13 @@ _KV_SIZE_RE: Final = _p(r"input prompt is too big compared to kv size")
 _CTX_SIZE_RE: Final = _p(r"context size has been exceeded")
 # A sentence that names the context window as exceeded, whoever sends it: with it, a 403
 # is an overflow too (Zed's cloud), as with a listed wording stating both counts.
-# A prompt-side word: with it, an output word beside a strong sentence is not its subject
-# ("input length and max_tokens exceed the context window")
+# An output setting named before a strong sentence may be what exceeds the window ("Provided
+# max_tokens (8192) exceeds context window size (4096)"), unless a prompt-side word is there
+# too ("input length and max_tokens exceed the context window")
+_OUTPUT_SETTING_RE: Final = _p(
+    r"max_(?:new_|completion_|output_)?tokens|max(?:imum)?[ _-]?(?:output|completion|new)"
+    r"[ _-]?tokens|\bmax tokens\b|maxoutputtokens|\bn?_?num_predict\b|\bn_predict\b"
+)
 _PROMPT_WORD_RE: Final = _p(r"\b(?:prompt|input|messages?|content|conversation|history|context)\b")
 _STRONG_RE: Final = _p(
     r"\bcontext(?:[ _-]?(?:window|length|size|limit))? (?:is )?(?:exceeded|overflow)"

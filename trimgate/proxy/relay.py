@@ -86,10 +86,7 @@ async def sniff_overflow(codec: Codec, resp: up.Answer, patterns: Patterns = ())
             if inflated is None:
                 return Attempt(resp, head, None)
             body = inflated
-        attempt = _judge(codec, resp, head, body, patterns)
-        if attempt.overflow is None and not attempt.unfixable:
-            attempt.suspect = detect_suspect(resp.status, body)
-        return attempt
+        return _judge(codec, resp, head, body, patterns, suspect=True)
     if encoding or resp.status != 200:
         return Attempt(resp, b"", None)
     if "text/event-stream" in ctype:
@@ -100,15 +97,36 @@ async def sniff_overflow(codec: Codec, resp: up.Answer, patterns: Patterns = ())
             rest, complete = await up.read_head(resp, ERROR_BODY_LIMIT)
             head += rest
         if complete and (b"error" in head or WINDOW_STOP_JSON in head):
-            return _judge(codec, resp, head, head, patterns)
+            return _judge(codec, resp, head, head, patterns, suspect=False)
         return Attempt(resp, head, None)
     return Attempt(resp, b"", None)
 
 
-def _judge(codec: Codec, resp: up.Answer, head: bytes, body: bytes, patterns: Patterns) -> Attempt:
-    found = codec.detect_overflow(resp.status, body, patterns)
-    return Attempt(
-        resp, head, found, unfixable=found is None and detect_unfixable(resp.status, body)
+def _judge(
+    codec: Codec, resp: up.Answer, head: bytes, body: bytes, patterns: Patterns, *, suspect: bool
+) -> Attempt:
+    """The attempt a whole body makes: its overflow, whether it is unfixable and (when
+    ``suspect``) whether its words suspect one. A bug in reading it lets it through."""
+    try:
+        found = codec.detect_overflow(resp.status, body, patterns)
+        attempt = Attempt(
+            resp, head, found, unfixable=found is None and detect_unfixable(resp.status, body)
+        )
+        if suspect and found is None and not attempt.unfixable:
+            attempt.suspect = detect_suspect(resp.status, body)
+    except Exception as exc:
+        _check_failed(exc)
+        return Attempt(resp, head, None)
+    return attempt
+
+
+def _check_failed(exc: Exception) -> None:
+    """A bug in reading an answer for an overflow: logged (its type and place, never the
+    answer), and the answer goes through as it came."""
+    log.error(
+        "reading an answer for an overflow failed; it goes through as it came",
+        exc_info=exc,
+        extra={"event": "overflow_check_error", "error": type(exc).__name__},
     )
 
 
@@ -147,6 +165,11 @@ async def _sniff_stream(codec: Codec, resp: up.Answer, patterns: Patterns) -> At
         if not hold.expired():
             raise  # the upstream's own read timeout
         return Attempt(resp, bytes(buf), None)  # cancelled in a read: what was read is in buf
+    except UpstreamError:
+        raise
+    except Exception as exc:  # a bug in reading an event: what was held goes through
+        _check_failed(exc)
+        return Attempt(resp, bytes(buf), None)
     return Attempt(resp, head, found, unfixable=unfixable)
 
 
@@ -156,16 +179,17 @@ async def _hold_stream(
     scanned = 0  # the start of the first event not yet judged
     while len(buf) <= STREAM_HOLD_LIMIT:
         chunk = await resp.readany()
-        if not chunk:
+        if not chunk:  # the stream ended before any output
             tail = bytes(buf[scanned:])  # a last event without its blank line
+            found, unfixable = None, False
             if tail.strip():
                 found = codec.detect_stream_event_overflow(
                     tail, output_started=False, patterns=patterns
                 )
-                if found is None:  # a stream of bare text: an error written raw into it
-                    found = codec.detect_bare_stream_overflow(bytes(buf), patterns)
-                return bytes(buf), found, found is None and _unfixable_event(tail)
-            break
+                unfixable = found is None and _unfixable_event(tail)
+            if found is None and not unfixable:  # bare text: an error written raw into it
+                found = codec.detect_bare_stream_overflow(bytes(buf), patterns)
+            return bytes(buf), found, unfixable
         search = max(scanned, len(buf) - 3)
         buf += chunk
         while (end := _event_end(buf, search)) is not None:

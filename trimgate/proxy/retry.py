@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from tenacity import AsyncRetrying, retry_if_result, stop_after_attempt, wait_none
 
-from trimgate.errors import DecodeError
+from trimgate.errors import DecodeError, UpstreamError
 from trimgate.providers.overflow import Overflow, confirm_suspect
 from trimgate.proxy.examine import Chat
 from trimgate.proxy.isolate import dense
@@ -129,6 +129,25 @@ async def send_with_retries(
         )
         try:
             final = await retrying(_retry, chat, state, send, learn, max_body, offload, wordings)
+        except UpstreamError as exc:
+            questioned, before = state.questioned, state.questioned_report
+            if questioned is None or before is None:
+                if state.last is not None:
+                    state.last.resp.close()
+                raise
+            # a probe's resend failed (refused, timed out): the provider's first answer,
+            # read whole, goes back rather than a gateway error
+            log.warning(
+                "a probe's resend failed; the provider's first answer goes back",
+                extra={
+                    "event": "upstream_error",
+                    "request_id": request_id,
+                    "upstream": chat.route.name,
+                    "status": exc.status,
+                    "error": str(exc),
+                },
+            )
+            final = _refute(state, questioned, before, state.last)
         except BaseException:  # cancelled between attempts, or a failed resend
             for answer in (state.last, state.questioned):
                 if answer is not None:
@@ -196,13 +215,15 @@ def _probed(chat: Chat, state: Retries, result: Attempt, wordings: Wordings | No
     if result.overflow is None and result.suspect is not None:
         shrink = state.report.tokens_after / max(1, before.tokens_after)
         result.overflow = confirm_suspect(questioned.suspect, result.suspect, shrink)
+    # the overflows counted: the first answer and, after a second step, the first step's
+    # (``state.retries`` is the number of steps, as a probe starts the ladder)
     if result.overflow is not None:
         state.probe = "confirmed"
-        state.overflows += 2
+        state.overflows += state.retries + 1
         result.retry = may_retry(chat.settings, state.report, shadow=chat.shadow)
     elif result.resp.status < 400 and not result.unfixable:
         state.probe = "fixed"
-        state.overflows += 1
+        state.overflows += state.retries
     elif _one_step_further(chat, state, questioned, result):
         # the very same answer, with no count to tell: the prompt may be more than half
         # again over the window; one more 2/3 step before the suspicion is refuted
@@ -210,15 +231,25 @@ def _probed(chat: Chat, state: Retries, result: Attempt, wordings: Wordings | No
         result.retry = True
         return result
     else:
-        result.resp.close()
-        state.probe = "refuted"
-        state.report, state.retries, state.last = before, 0, questioned
-        questioned.retry = False
-        result = questioned
+        result = _refute(state, questioned, before, result)
     if wordings is not None and (state.probe != "fixed" or questioned.resp.status != 500):
         # a 500 a resend passed may have been passing trouble: nothing is learned from it
         wordings.learn(chat.route.name, wording, state.probe != "refuted")
     return result
+
+
+def _refute(
+    state: Retries, questioned: Attempt, before: TrimReport, answer: Attempt | None
+) -> Attempt:
+    """The suspicion stands unproven: the probe's ``answer`` (if any) is closed, and the
+    provider's first answer goes back, reported as the body it answered."""
+    if answer is not None and answer is not questioned:
+        answer.resp.close()
+    state.questioned = state.questioned_report = None
+    state.probe = "refuted"
+    state.report, state.retries, state.last = before, 0, questioned
+    questioned.retry = False
+    return questioned
 
 
 def _one_step_further(chat: Chat, state: Retries, questioned: Attempt, result: Attempt) -> bool:
@@ -234,6 +265,16 @@ def _one_step_further(chat: Chat, state: Retries, questioned: Attempt, result: A
         and state.retries < min(PROBE_STEPS, chat.settings.max_retries)
         and may_retry(chat.settings, state.report, shadow=chat.shadow)
     )
+
+
+def _unplanned(state: Retries, last: Attempt) -> Attempt:
+    """The answer that goes back when the next attempt cannot be planned: the last one,
+    or, in a probe's second step, the provider's first answer (the suspicion unproven)."""
+    questioned, before = state.questioned, state.questioned_report
+    if questioned is not None and before is not None:
+        return _refute(state, questioned, before, last)
+    last.retry = False
+    return last
 
 
 async def _retry(
@@ -270,8 +311,7 @@ async def _retry(
             "a retry could not be planned; the provider's answer goes back",
             extra={"event": "retry_skipped", "reason": exc.reason, "request_id": state.request_id},
         )
-        last.retry = False
-        return last
+        return _unplanned(state, last)
     except Exception as exc:  # a bug: the provider's own answer goes back, not a 500
         log.exception(
             "planning a retry failed",
@@ -281,8 +321,7 @@ async def _retry(
                 "request_id": state.request_id,
             },
         )
-        last.retry = False
-        return last
+        return _unplanned(state, last)
     if overflow is None and state.questioned is None:
         # a first probe: the answer it questions was read whole, and is kept
         state.questioned, state.questioned_report = last, previous

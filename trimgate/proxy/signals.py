@@ -7,6 +7,7 @@ message's content.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -210,7 +211,7 @@ def _warn(o: Outcome, base: Mapping[str, object]) -> None:
     if o.probe:
         fields = {"event": "overflow_probe", **base, "result": o.probe, "retries": o.retries}
         if o.probe_wording is not None:
-            fields["wording"] = o.probe_wording[:WORDING_LOG_CHARS]
+            fields["wording"] = logged_wording(o.probe_wording)
         log.log(
             logging.WARNING if o.probe == "refuted" else logging.INFO,
             _PROBE_LOG[o.probe],
@@ -239,6 +240,17 @@ _UNRESOLVED_LOG = {
 
 # a probed wording in the overflow_probe log line (reactive.log_wordings) is cut to this
 WORDING_LOG_CHARS = 300
+# ... after what may quote a request or name someone is blanked too: quoted text, e-mail
+# addresses, URLs and long unbroken tokens (keys, hashes), beyond the ids and numbers the
+# wording's key already blanks
+_QUOTED_RE = re.compile(r"'[^'\n]{0,200}'|\"[^\"\n]{0,200}\"|`[^`\n]{0,200}`|«[^»\n]{0,200}»")
+_PERSONAL_RE = re.compile(r"\S+@\S+|\b[a-z][a-z0-9+.-]*://\S+|[\w+/=.-]{20,}", re.IGNORECASE)
+
+
+def logged_wording(wording: str) -> str:
+    """A probed wording as the log line carries it (``reactive.log_wordings``)."""
+    return _PERSONAL_RE.sub("#", _QUOTED_RE.sub("'…'", wording))[:WORDING_LOG_CHARS]
+
 
 _PROBE_LOG = {
     "fixed": "an error that suspected an overflow was one: the trimmed resend went through",
