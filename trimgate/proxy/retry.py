@@ -232,6 +232,8 @@ def _probed(chat: Chat, state: Retries, result: Attempt, wordings: Wordings | No
         return result
     else:
         result = _refute(state, questioned, before, result)
+    if result is not questioned:
+        questioned.resp.release()  # read whole before the probe: its connection is free
     if wordings is not None and (state.probe != "fixed" or questioned.resp.status != 500):
         # a 500 a resend passed may have been passing trouble: nothing is learned from it
         wordings.learn(chat.route.name, wording, state.probe != "refuted")
