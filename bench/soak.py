@@ -8,15 +8,19 @@
 #
 #   x-soak-id: N          counts the upstream calls each client request caused
 #   x-soak-fault: kind    reset (close before the head), reset-mid (close a stream after
-#                         its first event), 5xx (a 500 / 502 / 503 in OpenAI's envelope)
+#                         its first event), 5xx (a 500 / 502 / 503 in OpenAI's envelope),
+#                         suspect (a 400 "Text too long", a wording no table lists, for a
+#                         body over REACTIVE_MAX_BYTES: probed, then learned), lookalike (a
+#                         400 whose words suspect an overflow whatever is sent: refuted)
 #
 # The load generator starts one request every 1/rate seconds (open loop: a slow trimgate
 # does not slow the offered load; at most --max-in-flight at once, the excess counted as
 # "shed") from a fixed mix: small JSON and streams (OpenAI, Anthropic), preemptive trims
 # (some of dense histories, examined in the worker process),
-# reactive overflows, resets, 5xx answers and clients that leave mid-stream. Every request
-# has an expected outcome and an expected number of upstream calls (1; 2..1+max_retries for
-# a reactive overflow); anything else is counted as
+# reactive overflows, probed ones (fixed, or refuted and remembered), resets, 5xx answers
+# and clients that leave mid-stream. Every request has an expected outcome and an expected
+# number of upstream calls (1; 2..1+max_retries for a reactive overflow; 1 or 3 for a
+# refuted probe, 3 the first time a wording is met); anything else is counted as
 # unexpected. Every 10 s trimgate's RSS (VmRSS) and open descriptors (/proc/PID/fd) are
 # sampled (asyncio tasks are not exposed by trimgate, so they are not sampled here; the
 # quick tests in tests/proxy/test_faults.py check them in process).
@@ -59,13 +63,15 @@ REQUEST_TIMEOUT = 30.0
 
 # kind -> share of the offered load
 MIX: dict[str, float] = {
-    "openai_json": 0.27,
+    "openai_json": 0.23,
     "dense": 0.03,  # histories of tiny messages: examined in the worker process
     "openai_stream": 0.15,
     "anthropic_json": 0.10,
     "anthropic_stream": 0.07,
     "trim": 0.10,
     "reactive": 0.06,
+    "probe": 0.02,  # an unlisted wording: probed until learned, then a reactive overflow
+    "probe_refuted": 0.02,  # a look-alike: probed once, then remembered as refuted
     "reset": 0.05,
     "reset_mid": 0.05,
     "provider_5xx": 0.07,
@@ -108,6 +114,14 @@ async def fault_layer(request: web.Request, handler: Any) -> web.StreamResponse:
         assert request.transport is not None
         request.transport.close()
         return resp
+    if fault == "suspect":
+        sent = await request.read()  # read once: aiohttp keeps it for the handler
+        if len(sent) > REACTIVE_MAX_BYTES:
+            return web.json_response({"error": {"message": "Text too long"}}, status=400)
+    if fault == "lookalike":
+        await request.read()
+        message = "message text exceeds what we accept"
+        return web.json_response({"error": {"message": message}}, status=400)
     if fault == "5xx":
         await request.read()
         status = random.choice((500, 502, 503))
@@ -163,6 +177,14 @@ def plans() -> dict[str, list[Plan]]:
                 "ok_reactive",
                 (2, 1 + MAX_RETRIES),
             )
+            for b in medium_big
+        ],
+        "probe": [
+            Plan(o, b, {"x-soak-fault": "suspect"}, False, "ok_reactive", (2, 1 + MAX_RETRIES))
+            for b in medium_big
+        ],
+        "probe_refuted": [
+            Plan(o, b, {"x-soak-fault": "lookalike"}, False, "status_400", (1, 3))
             for b in medium_big
         ],
         "reset": [
@@ -221,7 +243,7 @@ async def one(http: ClientSession, base: str, kind: str, plan: Plan, rid: str) -
             if kind in ("trim", "dense"):
                 trimmed = resp.headers.get("x-trimgate-reason") == "preemptive"
                 return "ok_trimmed" if trimmed else "ok_untrimmed"
-            if kind == "reactive":
+            if kind in ("reactive", "probe"):
                 ok = resp.headers.get("x-trimgate-reason") == "reactive"
                 return "ok_reactive" if ok else "ok_not_reactive"
             return "ok"

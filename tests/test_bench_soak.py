@@ -58,7 +58,15 @@ async def test_the_fault_layer_answers_as_its_headers_say() -> None:
         async with ClientSession() as http:
             got = {
                 kind: await soak.one(http, base, kind, plans[kind][0], kind)
-                for kind in ("openai_json", "openai_stream", "reset", "reset_mid", "provider_5xx")
+                for kind in (
+                    "openai_json",
+                    "openai_stream",
+                    "reset",
+                    "reset_mid",
+                    "provider_5xx",
+                    "probe",
+                    "probe_refuted",
+                )
             }
     finally:
         await server.close()
@@ -69,5 +77,8 @@ async def test_the_fault_layer_answers_as_its_headers_say() -> None:
         "reset": "cut",
         "reset_mid": "cut",
         "provider_5xx": "provider_5xx",
+        # straight at the fake, both 400s go back as they are (trimgate probes them)
+        "probe": "status_400",
+        "probe_refuted": "status_400",
     }
     assert dict(faults.calls) == dict.fromkeys(got, 1)
