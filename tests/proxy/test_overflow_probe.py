@@ -1,9 +1,9 @@
 """Probes end to end over loopback: an error no reader recognises, whose words only
-suspect an overflow, is resent trimmed to 2/3, and once more to 4/9 when the very same
-answer comes back. The probe's answer decides: a success (``fixed``), the same wording
-with the prompt's count moved down with the trim (``confirmed``, and the ladder goes on),
-or anything else (``refuted``: the provider's first answer goes back, byte for byte).
-Each wording's verdict is remembered per upstream."""
+suspect an overflow, is resent trimmed to 2/3, and once more to 4/9 when the same wording
+comes back (ids and numbers aside). The probe's answer decides: a success (``fixed``), the
+same wording with the prompt's count moved down with the trim (``confirmed``, and the
+ladder goes on), or anything else (``refuted``: the provider's first answer goes back,
+byte for byte). Each wording's verdict is remembered per upstream."""
 
 from __future__ import annotations
 
@@ -149,16 +149,24 @@ async def test_a_refuted_probe_sends_the_first_answer_back_and_is_not_repeated(
     assert "x-trimgate-probe" not in resp.headers
 
 
+@pytest.mark.parametrize("counter", [False, True], ids=["same", "trace-number"])
 async def test_an_overflow_of_more_than_half_again_is_fixed_by_the_second_step(
-    make_stack: MakeStack,
+    make_stack: MakeStack, counter: bool
 ) -> None:
     # a countless wording, and a prompt about twice the window: the first step (2/3) gets
-    # the very same answer, the second (4/9) fits
+    # the same wording back (with a trace number that changes each time, or not), the
+    # second (4/9) fits
     first: list[int] = []
+
+    def too_long() -> Reply:
+        if not counter:
+            return text_too_long()
+        message = f"Text too long (trace {48213 + 17 * len(first)})"
+        return json_reply({"status": {"code": "40003", "message": message}}, status=400)
 
     def answer(r: Recorded) -> Reply:
         first.append(len(r.body))
-        return text_too_long() if len(r.body) > first[0] * 0.55 else json_reply(openai_ok(10))
+        return too_long() if len(r.body) > first[0] * 0.55 else json_reply(openai_ok(10))
 
     fake = FakeProvider(answer)
     stack = await make_stack(fake)

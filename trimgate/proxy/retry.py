@@ -1,6 +1,6 @@
 """Reactive retries: on a recognised overflow, plan again with fewer turns and resend.
 An error that only suspects one (``Attempt.suspect``) is probed: resent trimmed to 2/3
-(and, when the very same answer comes back, once more to 4/9); the probe's answer tells
+(and, when the same wording comes back, once more to 4/9); the probe's answer tells
 whether it was an overflow (``Wordings`` remembers).
 
 Rules of this module:
@@ -37,7 +37,7 @@ from trimgate.trimming.policy import may_retry, next_attempt
 
 log = logging.getLogger("trimgate")
 
-# A probe steps down to 2/3 and, when it gets the very same answer back, once more (4/9
+# A probe steps down to 2/3 and, when the same wording comes back, once more (4/9
 # of the first estimate) before its suspicion is refuted: at most two extra calls.
 PROBE_STEPS = 2
 
@@ -225,7 +225,7 @@ def _probed(chat: Chat, state: Retries, result: Attempt, wordings: Wordings | No
         state.probe = "fixed"
         state.overflows += state.retries
     elif _one_step_further(chat, state, questioned, result):
-        # the very same answer, with no count to tell: the prompt may be more than half
+        # the same wording, with no count moved to tell: the prompt may be more than half
         # again over the window; one more 2/3 step before the suspicion is refuted
         state.questioned, state.questioned_report = questioned, before
         result.retry = True
@@ -255,15 +255,14 @@ def _refute(
 
 
 def _one_step_further(chat: Chat, state: Retries, questioned: Attempt, result: Attempt) -> bool:
-    """Whether a probe answered by the first answer's wording, with the same numbers,
-    gets a second step: only after the first step, when a retry is left and the probe's
-    body still had a turn to drop."""
+    """Whether a probe answered by the first answer's wording (ids and numbers aside: a
+    count that moved with the trim confirmed it already) gets a second step: only after
+    the first step, when a retry is left and the probe's body still had a turn to drop."""
     first, again = questioned.suspect, result.suspect
     return (
         first is not None
         and again is not None
         and again.wording == first.wording
-        and again.numbers == first.numbers
         and state.retries < min(PROBE_STEPS, chat.settings.max_retries)
         and may_retry(chat.settings, state.report, shadow=chat.shadow)
     )
