@@ -680,6 +680,7 @@ _GEN_EXCLUDE_RE: Final = _p(
     r"|image|audio|video|file|attachment|document|pdf"
     r"|payload|request body|body size|string too long|expected a string|array too long"
     r"|\bitems?\b|\btools?\b|function|schema|stop (?:sequences?|tokens?|words?)|\bn\b must"
+    r"|message count|number of messages"
     r"|embedding|\bbatch\b"
     # time limits ("context deadline exceeded" of Go servers) and per-period quotas
     r"|deadline|time ?out|timed out|expir|\b(?:daily|hourly|monthly|today)\b"
