@@ -561,6 +561,15 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
     # Writer: "Total number of tokens (prompt+generation) exceeded the service limit of L
     # tokens" (a total with the reservation: no count read)
     _p(r"total number of tokens \(prompt\+generation\) exceeded the service limit"),
+    # ChatGPT's web app, relayed by its API relays (iimeta's chatgpt-api-server): "The
+    # message you submitted was too long,P tokens, please reload the conversation ..."
+    _p(r"the message you submitted was too long,?\s*(?P<real>{N}) tokens"),
+    # OpenVINO GenAI's NPU pipeline (OpenArc, OVMS; as a 500): "Stateful LLM pipeline on NPU
+    # may only process prompts or hold chat history up to L tokens. P is passed."
+    _p(
+        r"may only process prompts or hold chat history up to (?P<max>{N}) tokens\.\s*"
+        r"(?P<real>{N}) is passed"
+    ),
     # exllamav3's generator (an assertion its servers relay): "Job requires P pages (only L
     # available) and cannot be enqueued. Total cache allocated is L * 256 = T tokens". Pages
     # hold the prompt and its reservation, and are no tokens: no count is read
