@@ -57,6 +57,7 @@ from trimgate.providers.overflow_wordings import (
     _RATE_HINTS,
     _RATE_RE,
     _SENTENCE_END_RE,
+    _STATUS_COUNT_RE,
     _STATUS_KEYS,
     _STRONG_RE,
     _SUM_RE,
@@ -654,7 +655,12 @@ def _two_counts(texts: list[str]) -> Overflow | None:
         for match in _COUNT_RE.finditer(scanned):
             value = int(match.group(1).replace(",", ""))
             before = scanned[max(0, match.start() - 12) : match.start()]
-            if value >= _MIN_COUNT and _CODE_COUNT_RE.search(before) is None:
+            after = scanned[match.end() : match.end() + 32]
+            if (
+                value >= _MIN_COUNT
+                and _CODE_COUNT_RE.search(before) is None
+                and _STATUS_COUNT_RE.match(after) is None
+            ):
                 counts.add(value)
                 if len(counts) > 2:
                     return None

@@ -561,6 +561,12 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
     # Writer: "Total number of tokens (prompt+generation) exceeded the service limit of L
     # tokens" (a total with the reservation: no count read)
     _p(r"total number of tokens \(prompt\+generation\) exceeded the service limit"),
+    # OpenAI's sentence with no count of the prompt (Llama on Bedrock): "This model's
+    # maximum context length is L tokens. Please reduce the length of the prompt"
+    _p(
+        r"maximum context length is (?P<max>{N}) tokens\.?\s*please reduce the length of the"
+        r" (?:prompt|messages|input)"
+    ),
     # ChatGPT's web app, relayed by its API relays (iimeta's chatgpt-api-server): "The
     # message you submitted was too long,P tokens, please reload the conversation ..."
     _p(r"the message you submitted was too long,?\s*(?P<real>{N}) tokens"),
@@ -840,6 +846,11 @@ _LIMIT_PAREN_RE: Final = _p(r"\bcontext (?:window )?(?:length|size) \((\d+(?:,\d
 _SUM_RE: Final = re.compile(r"\d\)?\s*\+\s*\(?\d")
 # ... and not an error's own code or status ("code": 400 in JSON quoted inside a message)
 _CODE_COUNT_RE: Final = _p(r"(?:code|status)\W{0,4}$")
+# ... nor an HTTP status a message quotes ("400 Bad Request: Too many input tokens ...")
+_STATUS_COUNT_RE: Final = _p(
+    r"\s*(?:bad request|unprocessable|payload too large|request entity too large"
+    r"|internal server error)\b"
+)
 # Counts a recognised wording states only as "(N > M)" ("Token sequence length is longer
 # than the specified maximum sequence length for this model (1336 > 512)").
 _PAIR_RE: Final = _p(r"\(\s*(?P<real>\d[\d,]*)\s*>\s*(?P<max>\d[\d,]*)\s*\)")
