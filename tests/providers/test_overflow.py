@@ -519,6 +519,25 @@ def test_json_nested_past_the_decoders_depth_inside_a_message_is_no_error() -> N
     assert detect_bare_stream_overflow(message.encode(), wire_format="openai") is not None
 
 
+def test_readings_that_stay_narrow() -> None:
+    def read(message: str) -> Overflow | None:
+        return detect_overflow(400, _error_body(message), wire_format="openai")
+
+    # OpenAI's window sentence alone, unless its advice names the output too
+    window = "This model's maximum context length is 131072 tokens. Please reduce the length of"
+    assert read(window + " the prompt") == Overflow(None, 131072)
+    assert read(window + " the messages or completion.") == Overflow(None, None)
+    # a cap on the number of messages is none; a message count beside an overflow is
+    assert read("message count 64 exceeds limit of 50") is None
+    assert read("Number of messages in the conversation exceeds the limit of 100") is None
+    counted = "9000 tokens exceed the context window of 8192 tokens (number of messages: 12)"
+    assert read(counted) == Overflow(9000, 8192)
+    # an HTTP status a message quotes is no count
+    for status in ("400 Bad Request", "413 Content Too Large", "400 (Bad Request)"):
+        quoted = f"upstream {status}: prompt too long: 300000 exceeds 262144 tokens"
+        assert read(quoted) == Overflow(300000, 262144), status
+
+
 @pytest.mark.parametrize("status", [400, 403, 500])
 def test_a_strong_sentence_names_what_exceeds(status: int) -> None:
     # an endpoint's name ("completion") is no output setting; max_tokens alone is

@@ -565,7 +565,7 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
     # maximum context length is L tokens. Please reduce the length of the prompt"
     _p(
         r"maximum context length is (?P<max>{N}) tokens\.?\s*please reduce the length of the"
-        r" (?:prompt|messages|input)"
+        r" (?:prompt|messages|input)\b(?!\s*(?:or|and)\b)"
     ),
     # ChatGPT's web app, relayed by its API relays (iimeta's chatgpt-api-server): "The
     # message you submitted was too long,P tokens, please reload the conversation ..."
@@ -695,7 +695,9 @@ _GEN_EXCLUDE_RE: Final = _p(
     r"|image|audio|video|file|attachment|document|pdf"
     r"|payload|request body|body size|string too long|expected a string|array too long"
     r"|\bitems?\b|\btools?\b|function|schema|stop (?:sequences?|tokens?|words?)|\bn\b must"
-    r"|message count|number of messages"
+    # a cap on the number of messages, not on their size
+    r"|\b(?:message count|number of messages)\b[^.;]{0,40}?\b(?:exceed|more than|greater than"
+    r"|over|above|limit)"
     r"|embedding|\bbatch\b"
     # time limits ("context deadline exceeded" of Go servers) and per-period quotas
     r"|deadline|time ?out|timed out|expir|\b(?:daily|hourly|monthly|today)\b"
@@ -848,8 +850,8 @@ _SUM_RE: Final = re.compile(r"\d\)?\s*\+\s*\(?\d")
 _CODE_COUNT_RE: Final = _p(r"(?:code|status)\W{0,4}$")
 # ... nor an HTTP status a message quotes ("400 Bad Request: Too many input tokens ...")
 _STATUS_COUNT_RE: Final = _p(
-    r"\s*(?:bad request|unprocessable|payload too large|request entity too large"
-    r"|internal server error)\b"
+    r"[ \t]*\(?(?:bad ?request|unprocessable|payload too large|request entity too large"
+    r"|content too large|internal server error|bad gateway)\b"
 )
 # Counts a recognised wording states only as "(N > M)" ("Token sequence length is longer
 # than the specified maximum sequence length for this model (1336 > 512)").

@@ -256,8 +256,9 @@ def _refute(
 
 def _one_step_further(chat: Chat, state: Retries, questioned: Attempt, result: Attempt) -> bool:
     """Whether a probe answered by the first answer's wording (ids and numbers aside: a
-    count that moved with the trim confirmed it already) gets a second step: only after
-    the first step, when a retry is left and the probe's body still had a turn to drop."""
+    count that moved with the trim confirmed it already, and one that moved otherwise, a
+    trace or attempt number, tells nothing) gets a second step: only after the first
+    step, when a retry is left and the probe's body still had a turn to drop."""
     first, again = questioned.suspect, result.suspect
     return (
         first is not None
