@@ -138,7 +138,8 @@ class ReactiveConfig(_Strict):
     max_retries: int = Field(default=3, ge=0, le=10)
     # an error no reader recognises whose words suspect an overflow: resent, trimmed
     probe: bool = True
-    # the probed error's wording (ids and numbers blanked) in the overflow_probe log line
+    # the probed error's wording (numbers, ids, quotes, addresses blanked) in the
+    # overflow_probe log line
     log_wordings: bool = False
 
 

@@ -198,8 +198,8 @@ def detect_suspect(status: int, body: bytes) -> Suspect | None:
     Rate-limit, quota, billing, auth and safety answers never are, nor are HTML pages and
     streams.
 
-    Such an answer is worth one probe, a resend trimmed to 2/3: its ``wording`` keys what
-    the probe taught, ``confirm_suspect`` reads the probe's answer."""
+    Such an answer is worth a probe, a resend trimmed to 2/3 (4/9 at a second step): its
+    ``wording`` keys what the probe taught, ``confirm_suspect`` reads the probe's answer."""
     if status not in _SUSPECT_STATUSES or not body or len(body) > MAX_BYTES:
         return None
     head = body[:64].lstrip()

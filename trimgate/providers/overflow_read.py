@@ -255,10 +255,6 @@ def _window_stop(doc: dict[str, Any]) -> bool:
     return False
 
 
-_SPOOF_MARK: Final = "<!-- oai-proxy-error -->"
-_SPOOF_REASON_RE: Final = re.compile(r"Proxy error \(HTTP ([1-5]\d\d)\b")
-
-
 def _walk_choices(choices: list[Any], facts: _Facts, depth: int) -> bool:
     """Gateways that report an error inside a 200 answer's choice: ``finish_reason``
     ``"error"`` with an ``error`` object (or message) in the choice. A choice without
@@ -275,6 +271,10 @@ def _walk_choices(choices: list[Any], facts: _Facts, depth: int) -> bool:
         _walk_error(error, facts, depth + 1)
         found = True
     return found
+
+
+_SPOOF_MARK: Final = "<!-- oai-proxy-error -->"
+_SPOOF_REASON_RE: Final = re.compile(r"Proxy error \(HTTP ([1-5]\d\d)\b")
 
 
 def _spoofed_error(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:

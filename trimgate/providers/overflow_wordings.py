@@ -909,7 +909,7 @@ _DELTA_OUTPUT_KEYS: Final = (
 # --------------------------------------------------------------------------- suspects
 
 # An error no reader recognises whose words point at the prompt's size (``detect_suspect``):
-# one probe, a resend trimmed to 2/3, tells whether it is an overflow. Broader than the
+# a probe, a resend trimmed to 2/3 (then 4/9), tells whether it is an overflow. Broader than the
 # generic rule: any size subject beside an excess, under a status a too-long prompt gets
 # (never 502-599: a gateway's or an overloaded server's answer, which a resend may pass).
 _SUSPECT_STATUSES: Final = frozenset({400, 413, 422, 500})

@@ -131,8 +131,8 @@ class Metrics:
         )
         self.probes = counter(
             "trimgate_overflow_probes_total",
-            "Errors that only suspected an overflow, resent once trimmed, by result (fixed, "
-            "confirmed, refuted).",
+            "Errors that only suspected an overflow, resent trimmed (in one or two steps), by "
+            "result (fixed, confirmed, refuted).",
             (*_UM, "result"),
         )
 
