@@ -551,6 +551,18 @@ def test_a_strong_sentence_names_what_exceeds(status: int) -> None:
     assert detect_overflow(status, _error_body(setting), wire_format="openai") is None
 
 
+def test_a_gateway_502_relaying_a_strong_sentence_is_an_overflow() -> None:
+    # ds-free-api and relays like it wrap their provider's refusal in a 502; an overloaded
+    # or timed-out upstream (503, 504) never reads as one, nor does a weaker wording
+    relayed = _error_body("provider error: 输入内容超长，请缩短后重试")
+    assert detect_overflow(502, relayed, wire_format="openai") == Overflow(None, None)
+    window = _error_body("Upstream error: context window exceeded")
+    assert detect_overflow(502, window, wire_format="openai") == Overflow(None, None)
+    for status in (503, 504):
+        assert detect_overflow(status, window, wire_format="openai") is None
+    assert detect_overflow(502, _error_body("prompt too long"), wire_format="openai") is None
+
+
 # --------------------------------------------------------------------------- stream heads
 
 

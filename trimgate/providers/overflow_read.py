@@ -60,6 +60,7 @@ from trimgate.providers.overflow_wordings import (
     _STATUS_COUNT_RE,
     _STATUS_KEYS,
     _STRONG_RE,
+    _STRONG_STATUSES,
     _SUM_RE,
     _SUSPECT_413_RE,
     _SUSPECT_ID_RE,
@@ -556,9 +557,7 @@ def _decide(http_status: int, facts: _Facts, patterns: Patterns = ()) -> Overflo
     if found is None and (
         (400 <= status < 500 and any(_KV_SIZE_RE.search(text) for text in facts.texts))
         or (400 <= status <= 500 and any(_CTX_SIZE_RE.search(text) for text in facts.texts))
-        or (
-            (400 <= status <= 500 or status in _GENERIC_STATUSES) and any(map(_strong, facts.texts))
-        )
+        or ((400 <= status <= 500 or status in _STRONG_STATUSES) and any(map(_strong, facts.texts)))
     ):
         found = Overflow(None, None)
     if found is None or found.maximum == 0:  # a limit of 0: no prompt fits

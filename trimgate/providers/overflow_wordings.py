@@ -820,6 +820,10 @@ _OUTPUT_SETTING_RE: Final = _p(
     r"max_(?:new_|completion_|output_)?tokens|max(?:imum)?[ _-]?(?:output|completion|new)"
     r"[ _-]?tokens|\bmax tokens\b|maxoutputtokens|\bn?_?num_predict\b|\bn_predict\b"
 )
+# Beside 4xx and 500, the statuses a sentence that names the window as exceeded is read under:
+# a 200 error body, and a gateway's 502 relaying its provider's refusal ("provider error:
+# 输入内容超长，请缩短后重试"). Never 503/504: an overloaded or timed-out upstream.
+_STRONG_STATUSES: Final = _GENERIC_STATUSES | {502}
 _PROMPT_WORD_RE: Final = _p(r"\b(?:prompt|input|messages?|content|conversation|history|context)\b")
 _STRONG_RE: Final = _p(
     r"\bcontext(?:[ _-]?(?:window|length|size|limit))? (?:is )?(?:exceeded|overflow)"
