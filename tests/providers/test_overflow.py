@@ -551,6 +551,30 @@ def test_a_strong_sentence_names_what_exceeds(status: int) -> None:
     assert detect_overflow(status, _error_body(setting), wire_format="openai") is None
 
 
+def test_a_424_carries_the_model_own_refusal() -> None:
+    # Huawei MindIE and SageMaker endpoints answer a model's refusal with 424 (Failed
+    # Dependency); SageMaker's AWS-style {"ErrorCode", "Message"} quotes the container's body
+    mindie = (
+        b'{"error":"Failed to enqueue inferRequest. This model\'s maximum input ids length cannot'
+        b' be greater than maxPositionEmbeddings 32768,the input ids length is 41207",'
+        b'"error_type":"Generation Error"}'
+    )
+    assert detect_overflow(424, mindie, wire_format="openai") == Overflow(41207, 32768)
+    tgi = "Input validation error: `inputs` must have less than 1000 tokens. Given: 1413"
+    inner = json.dumps({"error": tgi})
+    wrapped = {
+        "ErrorCode": "CLIENT_ERROR_FROM_MODEL",
+        "Message": f'Received client error (422) from primary with message "{inner}". See logs',
+    }
+    body = json.dumps(wrapped).encode()
+    assert detect_overflow(424, body, wire_format="openai") == Overflow(1413, 1000)
+    other = json.dumps({**wrapped, "Message": "index out of range in self"}).encode()
+    assert detect_overflow(424, other, wire_format="openai") is None
+    # an embeddings model or endpoint is still no overflow of a chat
+    embedding = _error_body("input is longer than the embedding model's maximum of 512 tokens")
+    assert detect_overflow(400, embedding, wire_format="openai") is None
+
+
 def test_a_gateway_502_relaying_a_strong_sentence_is_an_overflow() -> None:
     # ds-free-api and relays like it wrap their provider's refusal in a 502; an overloaded
     # or timed-out upstream (503, 504) never reads as one, nor does a weaker wording

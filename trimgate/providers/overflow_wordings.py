@@ -698,7 +698,8 @@ _GEN_EXCLUDE_RE: Final = _p(
     # a cap on the number of messages, not on their size
     r"|\b(?:message count|number of messages)\b[^.;]{0,40}?\b(?:exceed|more than|greater than"
     r"|over|above|limit)"
-    r"|embedding|\bbatch\b"
+    # (an embeddings endpoint or model; not a setting's name: MindIE's "maxPositionEmbeddings")
+    r"|(?<![a-z_])embedding|\bbatch\b"
     # time limits ("context deadline exceeded" of Go servers) and per-period quotas
     r"|deadline|time ?out|timed out|expir|\b(?:daily|hourly|monthly|today)\b"
     r"|\b(?:for|per|this|each) (?:the )?(?:day|hour|month|minute)\b"
@@ -800,7 +801,9 @@ _RATE_HINTS: Final = (
 )
 
 # Statuses (effective: HTTP or the code in the body) under which the generic rule may fire.
-_GENERIC_STATUSES: Final = frozenset({200, 400, 413, 422})
+# 424 (Failed Dependency) is how SageMaker endpoints and Huawei's MindIE server answer the
+# model's own refusal of a request.
+_GENERIC_STATUSES: Final = frozenset({200, 400, 413, 422, 424})
 
 # llama.cpp's "input prompt is too big compared to KV size" (and its forks', llama-box):
 # a 500 when a decode finds no KV slot, whoever filled the shared pool; only a 4xx means
@@ -865,6 +868,7 @@ _PAIR_RE: Final = _p(r"\(\s*(?P<real>\d[\d,]*)\s*>\s*(?P<max>\d[\d,]*)\s*\)")
 
 _TEXT_KEYS: Final = (
     "message",
+    "Message",  # AWS services' {"ErrorCode"/"__type": ..., "Message": ...}
     "msg",
     "detail",
     "error",
@@ -916,7 +920,7 @@ _DELTA_OUTPUT_KEYS: Final = (
 # a probe, a resend trimmed to 2/3 (then 4/9), tells whether it is an overflow. Broader than the
 # generic rule: any size subject beside an excess, under a status a too-long prompt gets
 # (never 502-599: a gateway's or an overloaded server's answer, which a resend may pass).
-_SUSPECT_STATUSES: Final = frozenset({400, 413, 422, 500})
+_SUSPECT_STATUSES: Final = frozenset({400, 413, 422, 424, 500})
 _SUSPECT_SUBJECT_RE: Final = _p(
     r"\b(?:context|prompt|input|tokens?|length|len|text|messages?|conversation|history"
     r"|sequence|request|content)\b|上下文|输入|提示|对话|消息|长度|字数|内容|文本"
