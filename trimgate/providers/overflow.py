@@ -193,7 +193,7 @@ def detect_suspect(status: int, body: bytes) -> Suspect | None:
     """An error answer that ``detect_overflow`` and ``detect_unfixable`` both turned down
     but whose words point at the prompt's size: a size subject (the prompt, input,
     context, text, messages...) beside an excess, with no output, byte or media size,
-    schema or time limit, under status 400, 413, 422 or 500; or a 413 that says the
+    schema or time limit, under status 400, 413, 422, 424 or 500; or a 413 that says the
     request or its payload is too large (a byte limit a smaller history may pass).
     Rate-limit, quota, billing, auth and safety answers never are, nor are HTML pages and
     streams.
