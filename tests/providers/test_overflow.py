@@ -1057,6 +1057,21 @@ def test_chinese_wordings_read_raw_or_escaped() -> None:
         assert detect_overflow(500, body, wire_format="openai") is None
 
 
+def test_english_words_glued_to_chinese_text_keep_their_boundaries() -> None:
+    def read(message: str, status: int = 400) -> Overflow | None:
+        return detect_overflow(status, _error_body(message), wire_format="openai")
+
+    # counts beside Chinese text are read; a TPM or RPM limit is a rate limit
+    assert read("输入token数超过上限4096，当前5000") == Overflow(5000, 4096)
+    assert read("输入token超过TPM限制") is None
+    assert read("请求token数超过RPM限制，请稍后重试") is None
+    # coze-discord-proxy's 500 names no window: not recognised, but suspected (a probe)
+    coze = _error_body("prompt已超过限制,请分段发送 [131842]")
+    assert detect_overflow(500, coze, wire_format="openai") is None
+    suspect = overflow.detect_suspect(500, coze)
+    assert suspect is not None and suspect.numbers == (131842,)
+
+
 @pytest.mark.parametrize(
     "message",
     [

@@ -141,7 +141,7 @@ _RATE_RE: Final = re.compile(
     r"rate[ _-]?limit|tokens? per (?:min|minute|hour|day)\b|requests? per (?:min|minute|day)\b"
     r"|\b(?:tpm|rpm|tpd|rpd|itpm|otpm)\b|quota|too many requests|throttl"
     r"|resource[ _]exhausted|insufficient[ _](?:quota|balance|credits?)",
-    re.IGNORECASE,
+    re.IGNORECASE | re.ASCII,  # "超过TPM限制": ASCII boundaries, as ``_p``'s
 )
 
 # --------------------------------------------------------------------------- messages
@@ -149,8 +149,13 @@ _RATE_RE: Final = re.compile(
 _N: Final = r"\d+(?:,\d{3})*"  # 4097, 200000, 5,958,968 (never swallows a trailing comma)
 
 
-def _p(pattern: str) -> re.Pattern[str]:
-    return re.compile(pattern.replace("{N}", _N), re.IGNORECASE)
+def _p(pattern: str, *, unicode: bool = False) -> re.Pattern[str]:
+    """A wording's pattern, case-insensitive. Its word classes and boundaries are ASCII
+    unless ``unicode``: an English word glued to Chinese text ("prompt已超过限制",
+    "token数超过") is still a word, as it is not when every CJK character is one too."""
+    return re.compile(
+        pattern.replace("{N}", _N), re.IGNORECASE if unicode else re.IGNORECASE | re.ASCII
+    )
 
 
 # Itemised parts of a "you requested T tokens (...)" message.
@@ -837,12 +842,13 @@ _STRONG_RE: Final = _p(
     r"|превыш\w*\s+(?:\w+\s+){0,2}?контекст"
     # Chinese: "输入内容超长" (the input is too long), "上下文长度超出限制" (the context
     # length is over the limit)
-    r"|(?:输入|上下文)(?:内容|文本|长度)?(?:超长|过长|太长|超出(?:了)?(?:模型)?(?:长度)?限制)"
+    r"|(?:输入|上下文)(?:内容|文本|长度)?(?:超长|过长|太长|超出(?:了)?(?:模型)?(?:长度)?限制)",
+    unicode=True,  # the Russian words
 )
 
 # A count in a recognised wording that states exactly two (``_two_counts``), unless the
 # wording adds counts up ("1999 + 50 > 2048": the sum is not the prompt).
-_COUNT_RE: Final = re.compile(_COUNT_N)
+_COUNT_RE: Final = re.compile(_COUNT_N, re.ASCII)  # "上限4096": a count beside Chinese text
 # The window a recognised wording states alone, as its only count: "exceed model limit
 # (10000000 tokens)", "the maximum context length is 8192 tokens"
 _LIMIT_ONLY_RE: Final = _p(
