@@ -198,6 +198,23 @@ async def test_a_gateways_502_nesting_the_overflow_is_retried(make_stack: MakeSt
 
 
 @pytest.mark.parametrize(
+    "ident", ["hb38-sagemaker-modelerror-424-tgi-inputs", "hb17-ds-free-api-openai-input-exceeds"]
+)
+async def test_a_refusal_relayed_as_424_or_502_is_retried(
+    make_stack: MakeStack, ident: str
+) -> None:
+    # SageMaker's 424 quoting its container's 422, a relay's 502 naming the input too long
+    (entry,) = [e for e in CORPUS if e["id"] == ident]
+    refusal = Reply(status=entry["status"], body=entry["body"].encode())
+    fake = FakeProvider().then(refusal, json_reply(openai_ok(10)))
+    stack = await make_stack(fake)
+    resp = await stack.client.post("/v1/chat/completions", json=openai_chat(8, model="gpt-4o"))
+    assert resp.status == 200 and len(fake.requests) == 2
+    assert resp.headers["x-trimgate-reason"] == "reactive"
+    assert len(fake.requests[1].body) < len(fake.requests[0].body)
+
+
+@pytest.mark.parametrize(
     "frames",
     [
         [b": OPENROUTER PROCESSING\n\n", *sse_data(ROLE, OPENROUTER_CHOICE)],
