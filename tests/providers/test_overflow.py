@@ -575,16 +575,33 @@ def test_a_424_carries_the_model_own_refusal() -> None:
     assert detect_overflow(400, embedding, wire_format="openai") is None
 
 
-def test_a_gateway_502_relaying_a_strong_sentence_is_an_overflow() -> None:
-    # ds-free-api and relays like it wrap their provider's refusal in a 502; an overloaded
-    # or timed-out upstream (503, 504) never reads as one, nor does a weaker wording
-    relayed = _error_body("provider error: 输入内容超长，请缩短后重试")
-    assert detect_overflow(502, relayed, wire_format="openai") == Overflow(None, None)
-    window = _error_body("Upstream error: context window exceeded")
-    assert detect_overflow(502, window, wire_format="openai") == Overflow(None, None)
-    for status in (503, 504):
-        assert detect_overflow(status, window, wire_format="openai") is None
-    assert detect_overflow(502, _error_body("prompt too long"), wire_format="openai") is None
+@pytest.mark.parametrize("status", [500, 502])
+def test_a_500_or_a_gateways_502_is_read_as_a_400_is(status: int) -> None:
+    # servers answer a too-long prompt's exception with 500; relays such as ds-free-api
+    # and tensorzero wrap their provider's refusal in a 502
+    for message in (
+        "provider error: 输入内容超长，请缩短后重试",
+        "Upstream error: context window exceeded",
+        "clewd: prompt is too long",
+        "The input is too large.",
+    ):
+        assert detect_overflow(status, _error_body(message), wire_format="openai") == Overflow(
+            None, None
+        ), message
+    counted = "Reason: The number of prompt tokens (5120) is greater than the context size (4096)."
+    assert detect_overflow(status, _error_body(counted), wire_format="openai") == Overflow(
+        5120, 4096
+    )
+    # llama.cpp's shared KV pool at 500: another request may have filled it
+    kv = _error_body("input prompt is too big compared to KV size. Please try increasing KV size.")
+    assert detect_overflow(status, kv, wire_format="openai") is None
+    assert detect_overflow(400, kv, wire_format="openai") is not None
+    # an overloaded or timed-out upstream never reads as one; nor does a throughput limit
+    for other in (503, 504):
+        window = _error_body("Upstream error: context window exceeded")
+        assert detect_overflow(other, window, wire_format="openai") is None
+    rate = _error_body("The request exceeds the maximum tokens per second")
+    assert detect_overflow(status, rate, wire_format="openai") is None
 
 
 # --------------------------------------------------------------------------- stream heads
@@ -1015,19 +1032,19 @@ def test_an_unlisted_wording_whose_reservation_fills_the_window_is_unfixable() -
     assert detect_unfixable(400, body)
 
 
-def test_a_500_is_an_overflow_only_with_counts_or_the_window_named() -> None:
-    # servers that answer every exception with 500 state their counts or name the window;
-    # vocabulary alone ("Prompt too long", a pool or batch running out) is not enough there
+def test_a_500_reads_as_a_400_but_for_a_pool_or_batch_running_out() -> None:
+    # servers answer every exception a too-long prompt raises with 500; a shared KV pool
+    # or a physical batch running out is no window, whatever its words
     for message, expected in (
         ("Your prompt has 9000 tokens but the model only supports up to 8192 tokens", (9000, 8192)),
         ("the request exceeds the available context size; context shift is disabled", None),
         ("internal error: 输入内容超长，请缩短后重试", None),  # "the input is too long"
         ("上下文长度超出模型限制", None),  # "the context length is over the model's limit"
+        ("Prompt too long", None),
     ):
         found = detect_overflow(500, _error_body(message), wire_format="openai")
         assert found is not None and (found.real, found.maximum) == (expected or (None, None))
     for message in (
-        "Prompt too long",
         "input (4002 tokens) is too large to process. increase the physical batch size",
         "Input prompt is too big compared to KV size. Please try increasing KV size.",
     ):
@@ -1054,7 +1071,7 @@ def test_chinese_wordings_read_raw_or_escaped() -> None:
     assert b"\\u" in escaped and "超".encode() not in escaped
     for body in (raw, escaped):
         assert detect_overflow(400, body, wire_format="openai") == Overflow(None, None)
-        assert detect_overflow(500, body, wire_format="openai") is None
+        assert detect_overflow(503, body, wire_format="openai") is None
 
 
 def test_english_words_glued_to_chinese_text_keep_their_boundaries() -> None:
@@ -1065,11 +1082,13 @@ def test_english_words_glued_to_chinese_text_keep_their_boundaries() -> None:
     assert read("输入token数超过上限4096，当前5000") == Overflow(5000, 4096)
     assert read("输入token超过TPM限制") is None
     assert read("请求token数超过RPM限制，请稍后重试") is None
-    # coze-discord-proxy's 500 names no window: not recognised, but suspected (a probe)
+    # coze-discord-proxy's 500: the prompt over its limit; at 503 no more than a suspect
     coze = _error_body("prompt已超过限制,请分段发送 [131842]")
-    assert detect_overflow(500, coze, wire_format="openai") is None
-    suspect = overflow.detect_suspect(500, coze)
-    assert suspect is not None and suspect.numbers == (131842,)
+    assert detect_overflow(500, coze, wire_format="openai") is not None
+    assert overflow.detect_suspect(503, coze) is None
+    glued = _error_body("request已超过限制")  # a request over a limit: worth a probe
+    assert detect_overflow(400, glued, wire_format="openai") is None
+    assert overflow.detect_suspect(400, glued) is not None
 
 
 @pytest.mark.parametrize(
@@ -1182,7 +1201,11 @@ def test_heldout_figures(capsys: pytest.CaptureFixture[str]) -> None:
         if not entry["overflow"] and got is not None:
             false_positives.append(entry["id"])
         stated = "real" in entry or "maximum" in entry
-        if got is not None and stated and got != _expected(entry):
+        # a count read that differs from the one stated; one not read is no error (the
+        # retry then aims at 2/3 of the estimate)
+        expected = _expected(entry)
+        read = got is not None and (got.real, got.maximum) != (None, None)
+        if read and stated and expected is not None and got != expected:
             wrong_counts.append(entry["id"])
     with capsys.disabled():
         print(

@@ -60,7 +60,6 @@ from trimgate.providers.overflow_wordings import (
     _STATUS_COUNT_RE,
     _STATUS_KEYS,
     _STRONG_RE,
-    _STRONG_STATUSES,
     _SUM_RE,
     _SUSPECT_413_RE,
     _SUSPECT_ID_RE,
@@ -547,7 +546,12 @@ def _decide(http_status: int, facts: _Facts, patterns: Patterns = ()) -> Overflo
     status = _effective_status(http_status, facts)
     if found is None and _overflow_code(facts.codes, facts.texts):
         found = Overflow(None, None)
-    if found is None and (status in _GENERIC_STATUSES or 400 <= status <= 500):
+    kv_size = any(_KV_SIZE_RE.search(text) for text in facts.texts)
+    if found is None and status >= 500 and kv_size:
+        return None  # llama.cpp's shared KV pool, which any request may have filled
+    # counts, and the window named as exceeded, are read under any 4xx left too
+    stated = status in _GENERIC_STATUSES or 400 <= status < 500
+    if found is None and stated:
         for text in facts.texts:
             found = _claimed(text)
             if found is not None:
@@ -555,9 +559,9 @@ def _decide(http_status: int, facts: _Facts, patterns: Patterns = ()) -> Overflo
     if found is None and status in _GENERIC_STATUSES and any(map(_generic, facts.texts)):
         found = Overflow(None, None)
     if found is None and (
-        (400 <= status < 500 and any(_KV_SIZE_RE.search(text) for text in facts.texts))
-        or (400 <= status <= 500 and any(_CTX_SIZE_RE.search(text) for text in facts.texts))
-        or ((400 <= status <= 500 or status in _STRONG_STATUSES) and any(map(_strong, facts.texts)))
+        (400 <= status < 500 and kv_size)
+        or (stated and any(_CTX_SIZE_RE.search(text) for text in facts.texts))
+        or (stated and any(map(_strong, facts.texts)))
     ):
         found = Overflow(None, None)
     if found is None or found.maximum == 0:  # a limit of 0: no prompt fits

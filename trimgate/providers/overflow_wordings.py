@@ -138,7 +138,7 @@ _CODE_EXCLUDES: Final = (
 )
 _MAX_CODE_LENGTH: Final = 80  # longer "codes" are sentences, read as messages only
 _RATE_RE: Final = re.compile(
-    r"rate[ _-]?limit|tokens? per (?:min|minute|hour|day)\b|requests? per (?:min|minute|day)\b"
+    r"rate[ _-]?limit|(?:tokens?|requests?) per (?:sec|second|min|minute|hour|day)\b"
     r"|\b(?:tpm|rpm|tpd|rpd|itpm|otpm)\b|quota|too many requests|throttl"
     r"|resource[ _]exhausted|insufficient[ _](?:quota|balance|credits?)",
     re.IGNORECASE | re.ASCII,  # "超过TPM限制": ASCII boundaries, as ``_p``'s
@@ -805,10 +805,13 @@ _RATE_HINTS: Final = (
     "insufficient",
 )
 
-# Statuses (effective: HTTP or the code in the body) under which the generic rule may fire.
-# 424 (Failed Dependency) is how SageMaker endpoints and Huawei's MindIE server answer the
-# model's own refusal of a request.
-_GENERIC_STATUSES: Final = frozenset({200, 400, 413, 422, 424})
+# Statuses (effective: HTTP or the code in the body) under which the generic rule may fire:
+# an error body sent with 200; the usual refusals; 424 (Failed Dependency), how SageMaker
+# endpoints and Huawei's MindIE server answer the model's own refusal; 500, how servers
+# answer every exception a too-long prompt raises; and 502, how gateways relay their
+# provider's refusal ("provider error: 输入内容超长，请缩短后重试"). Never 503/504: an
+# overloaded or timed-out upstream.
+_GENERIC_STATUSES: Final = frozenset({200, 400, 413, 422, 424, 500, 502})
 
 # llama.cpp's "input prompt is too big compared to KV size" (and its forks', llama-box):
 # a 500 when a decode finds no KV slot, whoever filled the shared pool; only a 4xx means
@@ -828,10 +831,6 @@ _OUTPUT_SETTING_RE: Final = _p(
     r"max_(?:new_|completion_|output_)?tokens|max(?:imum)?[ _-]?(?:output|completion|new)"
     r"[ _-]?tokens|\bmax tokens\b|maxoutputtokens|\bn?_?num_predict\b|\bn_predict\b"
 )
-# Beside 4xx and 500, the statuses a sentence that names the window as exceeded is read under:
-# a 200 error body, and a gateway's 502 relaying its provider's refusal ("provider error:
-# 输入内容超长，请缩短后重试"). Never 503/504: an overloaded or timed-out upstream.
-_STRONG_STATUSES: Final = _GENERIC_STATUSES | {502}
 _PROMPT_WORD_RE: Final = _p(r"\b(?:prompt|input|messages?|content|conversation|history|context)\b")
 _STRONG_RE: Final = _p(
     r"\bcontext(?:[ _-]?(?:window|length|size|limit))? (?:is )?(?:exceeded|overflow)"
