@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import orjson
 import pytest
@@ -595,6 +595,7 @@ def test_a_500_or_a_gateways_502_is_read_as_a_400_is(status: int) -> None:
     # llama.cpp's shared KV pool at 500: another request may have filled it
     kv = _error_body("input prompt is too big compared to KV size. Please try increasing KV size.")
     assert detect_overflow(status, kv, wire_format="openai") is None
+    assert overflow.detect_suspect(500, kv) is None  # nor a probe's
     assert detect_overflow(400, kv, wire_format="openai") is not None
     # an overloaded or timed-out upstream never reads as one; nor does a throughput limit
     for other in (503, 504):
@@ -602,6 +603,13 @@ def test_a_500_or_a_gateways_502_is_read_as_a_400_is(status: int) -> None:
         assert detect_overflow(other, window, wire_format="openai") is None
     rate = _error_body("The request exceeds the maximum tokens per second")
     assert detect_overflow(status, rate, wire_format="openai") is None
+    # nor do quotas and retry-later answers in Chinese (jiekou.ai's TOKEN_LIMIT_EXCEEDED)
+    for quota in (
+        "upstream error: Token 数超限，请稍后重试",
+        "今日token用量已超过限制",
+        "本月token使用量超出限制",
+    ):
+        assert detect_overflow(status, _error_body(quota), wire_format="openai") is None, quota
 
 
 # --------------------------------------------------------------------------- stream heads
@@ -1086,6 +1094,12 @@ def test_english_words_glued_to_chinese_text_keep_their_boundaries() -> None:
     coze = _error_body("prompt已超过限制,请分段发送 [131842]")
     assert detect_overflow(500, coze, wire_format="openai") is not None
     assert overflow.detect_suspect(503, coze) is None
+    # the window named in English beside Chinese, even where only that sentence counts
+    assert detect_overflow(403, _error_body("模型context window exceeded"), wire_format="openai")
+    # a suspect's key keeps the counts beside Chinese text, and blanks only them
+    suspect = overflow.detect_suspect(400, _error_body("文本内容12000字超过限制8000字"))
+    assert suspect is not None and suspect.numbers == (12000, 8000)
+    assert suspect.wording == "400 文本内容N字超过限制N字"
     glued = _error_body("request已超过限制")  # a request over a limit: worth a probe
     assert detect_overflow(400, glued, wire_format="openai") is None
     assert overflow.detect_suspect(400, glued) is not None
@@ -1201,11 +1215,7 @@ def test_heldout_figures(capsys: pytest.CaptureFixture[str]) -> None:
         if not entry["overflow"] and got is not None:
             false_positives.append(entry["id"])
         stated = "real" in entry or "maximum" in entry
-        # a count read that differs from the one stated; one not read is no error (the
-        # retry then aims at 2/3 of the estimate)
-        expected = _expected(entry)
-        read = got is not None and (got.real, got.maximum) != (None, None)
-        if read and stated and expected is not None and got != expected:
+        if got is not None and stated and got != _expected(entry) and entry["id"] not in _UNREAD:
             wrong_counts.append(entry["id"])
     with capsys.disabled():
         print(
@@ -1222,6 +1232,11 @@ def test_heldout_figures(capsys: pytest.CaptureFixture[str]) -> None:
     # them, byte-size limits aside (probed on purpose: a trimmed body may well pass them)
     sizes = {e["id"] for e in others if _BODY_LIMIT_RE.search(e["body"]) or e["status"] == 413}
     assert len(set(probed[False]) - sizes) <= 0.03 * len(others)
+
+
+# Held-out overflows whose stated count no reader takes, by design: a bare "[131842]" after
+# coze-discord-proxy's "prompt已超过限制" names nothing (the retry aims at 2/3 of the estimate)
+_UNREAD: Final = frozenset({"hb35-coze-discord-proxy-prompt-token-limit"})
 
 
 # A body-size limit, whatever its status ("request too large", "Request body exceeds the

@@ -186,6 +186,30 @@ async def test_an_overflow_of_more_than_half_again_is_fixed_by_the_second_step(
     assert resp.status == 200 and "x-trimgate-probe" not in resp.headers
 
 
+@pytest.mark.parametrize("status", [424, 500])
+async def test_a_fixed_500_or_424_teaches_nothing(make_stack: MakeStack, status: int) -> None:
+    # a server fault (or SageMaker's 424 relaying one) heals on a resend too: the probe's
+    # answer goes back, but the wording is probed again next time, never learned
+    first: list[int] = []
+
+    def answer(r: Recorded) -> Reply:
+        if not first:
+            first.append(len(r.body))
+        if len(r.body) > first[0] * 0.8:
+            return json_reply({"error": {"message": "Text too long"}}, status=status)
+        return json_reply(openai_ok(10))
+
+    fake = FakeProvider(answer)
+    stack = await make_stack(fake)
+    for _ in range(2):
+        first.clear()
+        fake.requests.clear()
+        resp = await stack.client.post(PATH, json=openai_chat(24, model="gpt-4o"))
+        assert resp.status == 200, await resp.text()
+        assert resp.headers["x-trimgate-probe"] == "fixed" and len(fake.requests) == 2
+    assert stack.metric("trimgate_overflow_probes_total", **LABELS, result="fixed") == 2
+
+
 async def test_a_second_step_that_cannot_be_planned_sends_the_first_answer_back(
     make_stack: MakeStack, monkeypatch: pytest.MonkeyPatch
 ) -> None:

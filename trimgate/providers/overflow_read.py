@@ -709,6 +709,8 @@ def _suspect(status: int, facts: _Facts) -> Suspect | None:
         return None
     if any(map(_never, facts.texts)):
         return None
+    if status >= 500 and any(_KV_SIZE_RE.search(text) for text in facts.texts):
+        return None  # llama.cpp's shared KV pool: a trim that passes teaches nothing true
     if not any(map(_suspect_text, facts.texts)) and not (
         status == 413 and any(_SUSPECT_413_RE.search(text) for text in facts.texts)
     ):

@@ -149,13 +149,12 @@ _RATE_RE: Final = re.compile(
 _N: Final = r"\d+(?:,\d{3})*"  # 4097, 200000, 5,958,968 (never swallows a trailing comma)
 
 
-def _p(pattern: str, *, unicode: bool = False) -> re.Pattern[str]:
+def _p(pattern: str) -> re.Pattern[str]:
     """A wording's pattern, case-insensitive. Its word classes and boundaries are ASCII
-    unless ``unicode``: an English word glued to Chinese text ("prompt已超过限制",
-    "token数超过") is still a word, as it is not when every CJK character is one too."""
-    return re.compile(
-        pattern.replace("{N}", _N), re.IGNORECASE if unicode else re.IGNORECASE | re.ASCII
-    )
+    (words in other scripts scope Unicode in, ``(?u:...)``): an English word glued to
+    Chinese text ("prompt已超过限制", "token数超过") is still a word, as it is not when every
+    CJK character is one too."""
+    return re.compile(pattern.replace("{N}", _N), re.IGNORECASE | re.ASCII)
 
 
 # Itemised parts of a "you requested T tokens (...)" message.
@@ -721,6 +720,8 @@ _GEN_ZH_EXCESS_RE: Final = _p(r"超过|超出|超长|超限|过长|太长|太多
 _GEN_ZH_SUBJECT_RE: Final = _p(r"上下文|输入|提示|对话|消息|长度|字数|token|prompt")
 _GEN_ZH_EXCLUDE_RE: Final = _p(
     r"输出|生成|回复|回答|图片|图像|音频|视频|文件|附件|字节|大小|体积|请求体|批量|数组|工具|函数"
+    # later (请稍后重试: retry later), per period and usage: a quota, not the window
+    r"|稍后|今日|今天|每日|每天|当日|本日|本月|每月|每小时|每秒|用量|使用量"
 )
 # Words of errors that are never overflows, whatever else they say: billing, auth and
 # content safety (rate limits and quotas are ``_RATE_RE``). Plain substrings of the
@@ -770,6 +771,7 @@ _NEVER_WORDS: Final = (
     # the same in Chinese: quota, balance, arrears, top-up, rate and concurrency limits,
     # authorisation, keys, sensitive content, violations, moderation
     "额度",
+    "限额",
     "余额",
     "配额",
     "欠费",
@@ -838,11 +840,10 @@ _STRONG_RE: Final = _p(
     r"(?:window|length|size|limit)\b"
     # Russian: "превышает контекст модели" (exceeds the model's context), "превышена длина
     # контекста" (the context length is exceeded)
-    r"|превыш\w*\s+(?:\w+\s+){0,2}?контекст"
+    r"|(?u:превыш\w*\s+(?:\w+\s+){0,2}?контекст)"
     # Chinese: "输入内容超长" (the input is too long), "上下文长度超出限制" (the context
     # length is over the limit)
-    r"|(?:输入|上下文)(?:内容|文本|长度)?(?:超长|过长|太长|超出(?:了)?(?:模型)?(?:长度)?限制)",
-    unicode=True,  # the Russian words
+    r"|(?:输入|上下文)(?:内容|文本|长度)?(?:超长|过长|太长|超出(?:了)?(?:模型)?(?:长度)?限制)"
 )
 
 # A count in a recognised wording that states exactly two (``_two_counts``), unless the
@@ -924,7 +925,8 @@ _DELTA_OUTPUT_KEYS: Final = (
 # An error no reader recognises whose words point at the prompt's size (``detect_suspect``):
 # a probe, a resend trimmed to 2/3 (then 4/9), tells whether it is an overflow. Broader than the
 # generic rule: any size subject beside an excess, under a status a too-long prompt gets
-# (never 502-599: a gateway's or an overloaded server's answer, which a resend may pass).
+# (never 502-599: a gateway's, an overloaded or a timed-out server's answer, which a resend
+# may pass by chance, and a probe would take that for a fix).
 _SUSPECT_STATUSES: Final = frozenset({400, 413, 422, 424, 500})
 _SUSPECT_SUBJECT_RE: Final = _p(
     r"\b(?:context|prompt|input|tokens?|length|len|text|messages?|conversation|history"
@@ -937,6 +939,9 @@ _SUSPECT_413_RE: Final = _p(
 )
 # A wording's key blanks what changes from one answer to the next: ids (a run of letters and
 # digits mixing both, 8 or more) and numbers.
-_SUSPECT_ID_RE: Final = re.compile(r"(?<![\w-])(?=[\w-]*\d)(?=[\w-]*[^\W\d_])[\w-]{8,}")
+_SUSPECT_ID_RE: Final = re.compile(
+    r"(?<![\w-])(?=[\w-]*\d)(?=[\w-]*[^\W\d_])[\w-]{8,}",
+    re.ASCII,  # not a run of CJK text
+)
 _SUSPECT_NUMBER_RE: Final = re.compile(r"\d+(?:,\d{3})*")
 _SUSPECT_KEY_CHARS: Final = 2048  # of the messages, joined: a wording's key at most this long

@@ -234,8 +234,11 @@ def _probed(chat: Chat, state: Retries, result: Attempt, wordings: Wordings | No
         result = _refute(state, questioned, before, result)
     if result is not questioned:
         questioned.resp.release()  # read whole before the probe: its connection is free
-    if wordings is not None and (state.probe != "fixed" or questioned.resp.status != 500):
-        # a 500 a resend passed may have been passing trouble: nothing is learned from it
+    if wordings is not None and (
+        state.probe != "fixed" or questioned.resp.status not in (424, 500)
+    ):
+        # a 500 (or a 424 relaying one: SageMaker's "Received server error (500) from
+        # primary") a resend passed may have been passing trouble: nothing is learned from it
         wordings.learn(chat.route.name, wording, state.probe != "refuted")
     return result
 
