@@ -1059,6 +1059,31 @@ def test_a_500_reads_as_a_400_but_for_a_pool_or_batch_running_out() -> None:
         assert detect_overflow(500, _error_body(message), wire_format="openai") is None, message
 
 
+def test_a_pair_stated_bare_gives_the_counts_but_never_a_sums_part() -> None:
+    # SGLang's multimodal check states the prompt after expansion against the window
+    expanded = (
+        "Multimodal prompt is too long after expanding multimodal tokens. After expanding "
+        "len(req.origin_input_ids_unpadded)=5192 => 6153 >= 5489."
+    )
+    assert detect_overflow(400, _error_body(expanded), wire_format="openai") == Overflow(6153, 5489)
+    summed = "prompt is too long: 3500 + 1024 > 4096"
+    assert detect_overflow(400, _error_body(summed), wire_format="openai") == Overflow(None, None)
+
+
+def test_a_limit_below_zero_is_unfixable() -> None:
+    # MLC LLM states the window less the output reservation: below zero, no prompt fits
+    body = _error_body(
+        "Request prompt has 2354 tokens in total, larger than the model input length limit -80."
+    )
+    assert detect_overflow(400, body, wire_format="openai") is None
+    assert overflow.detect_unfixable(400, body)
+    fits = _error_body(
+        "Request prompt has 2354 tokens in total, larger than the model input length limit 2000."
+    )
+    assert detect_overflow(400, fits, wire_format="openai") == Overflow(2354, 2000)
+    assert not overflow.detect_unfixable(400, fits)
+
+
 def test_a_limit_of_zero_is_never_an_overflow() -> None:
     # no prompt fits a window of 0: dropping turns would throw context away for nothing
     body = orjson.dumps(

@@ -41,6 +41,7 @@ from trimgate.providers.overflow_wordings import (
     _LIMIT_ONLY_RE,
     _LIMIT_PAREN_RE,
     _MAX_CODE_LENGTH,
+    _NEGATIVE_LIMIT_RE,
     _NEST_KEYS,
     _NEVER_CODES,
     _NEVER_STATUSES,
@@ -478,7 +479,11 @@ def _itemised(text: str) -> Overflow | None:
 
 
 def _unfixable(text: str) -> bool:
-    """A message stating an overflow whose output reservation alone fills the window."""
+    """A message stating an overflow whose output reservation alone fills the window, or
+    an input limit below zero (the window less the reservation: MLC LLM's "larger than
+    the model input length limit -80")."""
+    if _NEGATIVE_LIMIT_RE.search(text) is not None:
+        return True
     read = _read_message(text)
     return read is _NOT_FIXABLE or (read is None and _itemised(text) is _NOT_FIXABLE)
 
@@ -524,6 +529,8 @@ def _decide(http_status: int, facts: _Facts, patterns: Patterns = ()) -> Overflo
         return None
     if any(map(_never, facts.texts)):
         return None
+    if any(_NEGATIVE_LIMIT_RE.search(text) for text in facts.texts):
+        return None  # no prompt fits a limit below zero
     found: Overflow | None = None
     for text in facts.texts:
         result = _read_message(text)
@@ -624,14 +631,19 @@ def _counted(texts: list[str]) -> bool:
 
 
 def _pair(texts: list[str]) -> Overflow | None:
-    """The counts of a recognised wording that states them only as one "(N > M)", or,
-    with no such pair, as exactly two counts (``_two_counts``)."""
-    pairs = [m for text in texts for m in _PAIR_RE.finditer(text)]
+    """The counts of a recognised wording that states them only as one "N > M" (or
+    "N >= M", parenthesised or bare), or, with no such pair, as exactly two counts
+    (``_two_counts``)."""
+    pairs = {
+        (_num(m.group("real")), _num(m.group("max")))
+        for text in texts
+        for m in _PAIR_RE.finditer(text)
+    }  # the same pair stated twice (message and details) counts once
     if not pairs:
         return _two_counts(texts)
     if len(pairs) != 1:
         return None
-    real, limit = _num(pairs[0].group("real")), _num(pairs[0].group("max"))
+    ((real, limit),) = pairs
     return (
         Overflow(real, limit) if real is not None and limit is not None and real > limit else None
     )

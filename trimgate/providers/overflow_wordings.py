@@ -846,6 +846,10 @@ _STRONG_RE: Final = _p(
     r"|(?:输入|上下文)(?:内容|文本|长度)?(?:超长|过长|太长|超出(?:了)?(?:模型)?(?:长度)?限制)"
 )
 
+# A limit stated below zero: the window less an output reservation larger than it, which no
+# prompt fits ("larger than the model input length limit -80")
+_NEGATIVE_LIMIT_RE: Final = _p(r"\b(?:limit|maximum|max)\b(?: is| of|:|=)?\s*-\d")
+
 # A count in a recognised wording that states exactly two (``_two_counts``), unless the
 # wording adds counts up ("1999 + 50 > 2048": the sum is not the prompt).
 _COUNT_RE: Final = re.compile(_COUNT_N, re.ASCII)  # "上限4096": a count beside Chinese text
@@ -866,9 +870,12 @@ _STATUS_COUNT_RE: Final = _p(
     r"[ \t]*\(?(?:bad ?request|unprocessable|payload too large|request entity too large"
     r"|content too large|internal server error|bad gateway)\b"
 )
-# Counts a recognised wording states only as "(N > M)" ("Token sequence length is longer
-# than the specified maximum sequence length for this model (1336 > 512)").
-_PAIR_RE: Final = _p(r"\(\s*(?P<real>\d[\d,]*)\s*>\s*(?P<max>\d[\d,]*)\s*\)")
+# Counts a recognised wording states only as "N > M" or "N >= M" ("Token sequence length is
+# longer than the specified maximum sequence length for this model (1336 > 512)", SGLang's
+# "After expanding len(...)=5192 => 6153 >= 5489"), not inside a sum ("3500 + 1024 > 4096").
+_PAIR_RE: Final = _p(
+    r"(?<![\w.,+\-])(?P<real>\d[\d,]*)\s*>=?\s*(?P<max>\d[\d,]*)(?![\w.]\d|,\d|\s*[-+])"
+)
 
 # --------------------------------------------------------------------------- JSON keys
 
