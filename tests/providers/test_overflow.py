@@ -1070,6 +1070,54 @@ def test_a_pair_stated_bare_gives_the_counts_but_never_a_sums_part() -> None:
     assert detect_overflow(400, _error_body(summed), wire_format="openai") == Overflow(None, None)
 
 
+def test_envelopes_that_nest_or_set_the_message_aside() -> None:
+    # ChatGPT-to-API puts an object where the message goes
+    nested = orjson.dumps(
+        {
+            "error": {
+                "code": "error",
+                "message": {
+                    "code": "message_length_exceeds_limit",
+                    "message": "The message you submitted was too long, please reload the "
+                    "conversation and submit something shorter.",
+                },
+                "type": "413 Request Entity Too Large",
+            }
+        }
+    )
+    assert detect_overflow(413, nested, wire_format="openai") is not None
+    # a generic message, the provider's words in "details" (openai-to-cloudflare-ai)
+    aside = orjson.dumps(
+        {
+            "error": {
+                "message": "Chat completion failed",
+                "type": "api_error",
+                "details": "5021: The estimated number of input and maximum output tokens "
+                "(155740) exceeded this model context window limit (128000).",
+            }
+        }
+    )
+    assert detect_overflow(500, aside, wire_format="openai") == Overflow(None, None)
+
+
+def test_an_output_setting_in_a_printed_envelope_is_still_an_output_setting() -> None:
+    # gpt3dev-api wraps a 400's dict, printed by Python, in a 500: its 'message' key is no
+    # prompt-side word, so max_tokens is what exceeds the window
+    printed = (
+        "Generation error: 400: {'message': 'Requested max_tokens exceeds context window for "
+        "this model.', 'type': 'invalid_request_error', 'param': 'max_tokens', 'code': None}"
+    )
+    assert detect_overflow(500, _error_body(printed), wire_format="openai") is None
+    # an output reservation itemised as "N in max_tokens" (poe-api-wrapper)
+    itemised = (
+        "This model's maximum context length is 16000 tokens. However your request exceeds "
+        "this limit (4096 in max_tokens, 13500 in messages)."
+    )
+    assert detect_overflow(400, _error_body(itemised), wire_format="openai") == Overflow(
+        13500, 11904
+    )
+
+
 def test_a_limit_below_zero_is_unfixable() -> None:
     # MLC LLM states the window less the output reservation: below zero, no prompt fits
     body = _error_body(

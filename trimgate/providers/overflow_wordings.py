@@ -663,7 +663,8 @@ _ITEM_PROMPT_BEFORE_RE: Final = _p(
     r"|prompt contains(?: at least)?|you passed|prompt token len|prompt\s*\()\s*" + _ITEM_N
 )
 _ITEM_OUTPUT_AFTER_RE: Final = _p(
-    _ITEM_N + r"\s*(?:output tokens?|`?max_new_tokens`?|(?:in|for) (?:the )?(?:completion|output)"
+    _ITEM_N + r"\s*(?:output tokens?|`?max_new_tokens`?"
+    r"|(?:in|for) (?:the )?(?:completion|output|max_(?:new_|completion_)?tokens)"
     r"|output\b|(?:max )?generation\b)"
 )
 _ITEM_OUTPUT_BEFORE_RE: Final = _p(
@@ -833,7 +834,10 @@ _OUTPUT_SETTING_RE: Final = _p(
     r"max_(?:new_|completion_|output_)?tokens|max(?:imum)?[ _-]?(?:output|completion|new)"
     r"[ _-]?tokens|\bmax tokens\b|maxoutputtokens|\bn?_?num_predict\b|\bn_predict\b"
 )
-_PROMPT_WORD_RE: Final = _p(r"\b(?:prompt|input|messages?|content|conversation|history|context)\b")
+# (not a quoted key of an envelope printed inside the message: "{'message': ...")
+_PROMPT_WORD_RE: Final = _p(
+    r"(?<!['\"])\b(?:prompt|input|messages?|content|conversation|history|context)\b(?!['\"])"
+)
 _STRONG_RE: Final = _p(
     r"\bcontext(?:[ _-]?(?:window|length|size|limit))? (?:is )?(?:exceeded|overflow)"
     r"|\bexceed(?:s|ed)? (?:the )?(?:model'?s? )?(?:maximum |available )?context[ _-]?"
@@ -884,6 +888,7 @@ _TEXT_KEYS: Final = (
     "Message",  # AWS services' {"ErrorCode"/"__type": ..., "Message": ...}
     "msg",
     "detail",
+    "details",  # a string beside a generic message ("Chat completion failed")
     "error",
     "error_message",
     "errorMessage",
@@ -896,6 +901,7 @@ _STATUS_KEYS: Final = ("http_status_code", "status_code", "statusCode")
 # ("status" as an object: NAVER CLOVA Studio's {"status": {"code", "message"}, "result"})
 _NEST_KEYS: Final = (
     "error",
+    "message",  # an object where the message goes (ChatGPT-to-API's {"code", "message"})
     "metadata",
     "details",
     "errors",
