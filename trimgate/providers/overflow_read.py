@@ -478,11 +478,15 @@ def _itemised(text: str) -> Overflow | None:
     return Overflow(prompt, window - reserved)
 
 
+def _negative_limit(text: str) -> bool:
+    return "-" in text and _NEGATIVE_LIMIT_RE.search(text) is not None
+
+
 def _unfixable(text: str) -> bool:
     """A message stating an overflow whose output reservation alone fills the window, or
     an input limit below zero (the window less the reservation: MLC LLM's "larger than
     the model input length limit -80")."""
-    if _NEGATIVE_LIMIT_RE.search(text) is not None:
+    if _negative_limit(text):
         return True
     read = _read_message(text)
     return read is _NOT_FIXABLE or (read is None and _itemised(text) is _NOT_FIXABLE)
@@ -529,7 +533,7 @@ def _decide(http_status: int, facts: _Facts, patterns: Patterns = ()) -> Overflo
         return None
     if any(map(_never, facts.texts)):
         return None
-    if any(_NEGATIVE_LIMIT_RE.search(text) for text in facts.texts):
+    if any(map(_negative_limit, facts.texts)):
         return None  # no prompt fits a limit below zero
     found: Overflow | None = None
     for text in facts.texts:
@@ -553,8 +557,8 @@ def _decide(http_status: int, facts: _Facts, patterns: Patterns = ()) -> Overflo
     status = _effective_status(http_status, facts)
     if found is None and _overflow_code(facts.codes, facts.texts):
         found = Overflow(None, None)
-    kv_size = any(_KV_SIZE_RE.search(text) for text in facts.texts)
-    if found is None and status >= 500 and kv_size:
+    kv_size = found is None and any(_KV_SIZE_RE.search(text) for text in facts.texts)
+    if kv_size and status >= 500:
         return None  # llama.cpp's shared KV pool, which any request may have filled
     # counts, and the window named as exceeded, are read under any 4xx left too
     stated = status in _GENERIC_STATUSES or 400 <= status < 500
