@@ -1118,6 +1118,32 @@ def test_an_output_setting_in_a_printed_envelope_is_still_an_output_setting() ->
     )
 
 
+def test_readings_a_second_review_found_too_wide() -> None:
+    def read(message: str, status: int = 400) -> Overflow | None:
+        return detect_overflow(status, _error_body(message), wire_format="openai")
+
+    # a model's name is no negative limit, nor is a -1 that means unlimited
+    qwen = (
+        "This model's maximum context length is 32768 tokens. However, your messages resulted "
+        "in 40000 tokens. Received Model Group=qwen3-max-2025-09-23"
+    )
+    assert read(qwen) == Overflow(40000, 32768)
+    assert read("prompt too long (token limit: -1 means unlimited)") == Overflow(None, None)
+    # a bare pair's limit is never cut short, never part of a sum, never a status
+    assert read("context length exceeded (5000 > 4096 - 512)") == Overflow(None, None)
+    assert read("context length exceeded: 1024 + 9000 > 8192") == Overflow(None, None)
+    assert read("context length exceeded: status 500 > 400") == Overflow(None, None)
+    # a possessive is still a prompt-side word
+    possessive = "max_tokens (4096) plus the prompt's tokens exceed the model's context window"
+    assert read(possessive) == Overflow(None, None)
+    # a success body relayed whole in "details" says nothing
+    relayed = {"choices": [{"message": {"content": "Your prompt is too long: context exceeded"}}]}
+    body = orjson.dumps(
+        {"error": {"message": "upstream error", "details": orjson.dumps(relayed).decode()}}
+    )
+    assert detect_overflow(500, body, wire_format="openai") is None
+
+
 def test_a_limit_below_zero_is_unfixable() -> None:
     # MLC LLM states the window less the output reservation: below zero, no prompt fits
     body = _error_body(

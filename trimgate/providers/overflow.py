@@ -11,8 +11,9 @@ nothing, so recognition is deliberately narrow:
 * Byte-size limits (Anthropic's 413 ``request_too_large``, HTML 413 pages, Bedrock's
   body length) and output limits (``max_tokens is too large``) are not overflows.
 * When the message itemises an output reservation that alone fills the window
-  ("... 10000 in the completion" with a 4097 window), no prompt can fit: not an
-  overflow, the error goes back untouched.
+  ("... 10000 in the completion" with a 4097 window), or states an input limit below
+  zero (the window less such a reservation: "input length limit -80"), no prompt can
+  fit: not an overflow, the error goes back untouched.
 
 The body is read wherever a provider or gateway puts the error: nested ``error``
 objects, ``error.message`` or OpenRouter's ``metadata.raw`` holding JSON, Gemini's
@@ -162,7 +163,8 @@ def _body_facts(status: int, body: bytes, head: bytes) -> _Facts | None:
 def detect_unfixable(status: int, body: bytes) -> bool:
     """Whether an error body (or an SSE stream head, or one SSE event) states a context
     overflow that no trim can fix: the output reservation it itemises alone fills the
-    window ("... 10000 in the completion" with a 4097 window). ``detect_overflow``
+    window ("... 10000 in the completion" with a 4097 window), or the input limit it
+    states is below zero ("input length limit -80"). ``detect_overflow``
     says None for such an answer; this tells it from any other non-overflow, so the
     answer can say why nothing was resent. Rate-limit, quota and auth answers never are.
     """

@@ -157,20 +157,36 @@ def _walk_error(node: Any, facts: _Facts, depth: int) -> None:
 
 
 def _add_text(text: str, facts: _Facts, depth: int) -> None:
-    facts.texts.append(text)
     # A message that itself holds JSON (gateways relaying the provider's body).
     start = text.find("{")
     if start < 0 or depth >= _MAX_DEPTH:
+        facts.texts.append(text)
         return
     first_list = text.find("[")
     if 0 <= first_list < start and text[first_list + 1 : start].strip() == "":
         start = first_list
     try:
-        inner, _ = _decoder.raw_decode(text, start)
+        inner, end = _decoder.raw_decode(text, start)
     except (ValueError, RecursionError):  # not JSON, or nested past the decoder's depth
+        facts.texts.append(text)
         return
+    if (
+        isinstance(inner, dict)
+        and "error" not in inner
+        and any(key in inner for key in _SUCCESS_KEYS)
+        and text[:start].strip() == ""
+        and text[end:].strip() == ""
+    ):
+        # a relayed success body, whole: its words are the model's, only an error in a
+        # choice counts
+        _walk_document(inner, facts, depth + 1, error_status=False)
+        return
+    facts.texts.append(text)
     if isinstance(inner, (dict, list)):
         _walk_document(inner, facts, depth + 1, error_status=True)
+
+
+_SUCCESS_KEYS: Final = ("choices", "candidates", "content", "output")
 
 
 def _walk_document(doc: Any, facts: _Facts, depth: int, *, error_status: bool) -> bool:
@@ -638,19 +654,22 @@ def _pair(texts: list[str]) -> Overflow | None:
     """The counts of a recognised wording that states them only as one "N > M" (or
     "N >= M", parenthesised or bare), or, with no such pair, as exactly two counts
     (``_two_counts``)."""
+    if any(_SUM_RE.search(text[:4096]) for text in texts):
+        return None  # "1024 + 9000 > 8192": a sum, whose parts are not the prompt
     pairs = {
         (_num(m.group("real")), _num(m.group("max")))
         for text in texts
         for m in _PAIR_RE.finditer(text)
-    }  # the same pair stated twice (message and details) counts once
+        if _CODE_COUNT_RE.search(text[max(0, m.start() - 12) : m.start()]) is None
+    }  # the same pair stated twice (message and details) counts once; "status 500 > 400" never
     if not pairs:
         return _two_counts(texts)
     if len(pairs) != 1:
         return None
     ((real, limit),) = pairs
-    return (
-        Overflow(real, limit) if real is not None and limit is not None and real > limit else None
-    )
+    if real is None or limit is None or not _MIN_COUNT <= limit < real:
+        return None
+    return Overflow(real, limit)
 
 
 _MIN_COUNT: Final = 100  # smaller numbers are indices, codes and percentages

@@ -836,7 +836,7 @@ _OUTPUT_SETTING_RE: Final = _p(
 )
 # (not a quoted key of an envelope printed inside the message: "{'message': ...")
 _PROMPT_WORD_RE: Final = _p(
-    r"(?<!['\"])\b(?:prompt|input|messages?|content|conversation|history|context)\b(?!['\"])"
+    r"(?<!['\"])\b(?:prompt|input|messages?|content|conversation|history|context)\b"
 )
 _STRONG_RE: Final = _p(
     r"\bcontext(?:[ _-]?(?:window|length|size|limit))? (?:is )?(?:exceeded|overflow)"
@@ -850,9 +850,12 @@ _STRONG_RE: Final = _p(
     r"|(?:输入|上下文)(?:内容|文本|长度)?(?:超长|过长|太长|超出(?:了)?(?:模型)?(?:长度)?限制)"
 )
 
-# A limit stated below zero: the window less an output reservation larger than it, which no
-# prompt fits ("larger than the model input length limit -80")
-_NEGATIVE_LIMIT_RE: Final = _p(r"\b(?:limit|maximum|max)\b(?: is| of|:|=)?\s*-\d")
+# An input limit stated below zero: the window less an output reservation larger than it,
+# which no prompt fits ("larger than the model input length limit -80"). Not a model's name
+# ("qwen-max-2025-01-25") nor a -1 that means unlimited.
+_NEGATIVE_LIMIT_RE: Final = _p(
+    r"(?<![\w-])(?:input|prompt|context)(?: length)? limit(?: is|:|=)? -(?:[2-9]|[1-9]\d+)\b"
+)
 
 # A count in a recognised wording that states exactly two (``_two_counts``), unless the
 # wording adds counts up ("1999 + 50 > 2048": the sum is not the prompt).
@@ -878,7 +881,7 @@ _STATUS_COUNT_RE: Final = _p(
 # longer than the specified maximum sequence length for this model (1336 > 512)", SGLang's
 # "After expanding len(...)=5192 => 6153 >= 5489"), not inside a sum ("3500 + 1024 > 4096").
 _PAIR_RE: Final = _p(
-    r"(?<![\w.,+\-])(?P<real>\d[\d,]*)\s*>=?\s*(?P<max>\d[\d,]*)(?![\w.]\d|,\d|\s*[-+])"
+    r"(?<![\w.,+\-])(?P<real>\d[\d,]*+)\s*>=?\s*(?P<max>\d[\d,]*+)(?![\w.]\d|\s*[-+])"
 )
 
 # --------------------------------------------------------------------------- JSON keys
