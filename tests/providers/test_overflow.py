@@ -1144,6 +1144,17 @@ def test_readings_a_second_review_found_too_wide() -> None:
     assert detect_overflow(500, body, wire_format="openai") is None
 
 
+def test_a_thinking_budget_is_an_output_setting_not_a_suspect() -> None:
+    # pydantic's "Input should be ..." about Anthropic's budget_tokens: no probe for it
+    for message in (
+        "thinking.enabled.budget_tokens: Input should be greater than or equal to 1024",
+        "The thinking budget (52428) is larger than the limit",
+    ):
+        body = _error_body(message)
+        assert detect_overflow(400, body, wire_format="openai") is None
+        assert overflow.detect_suspect(400, body) is None, message
+
+
 def test_a_limit_below_zero_is_unfixable() -> None:
     # MLC LLM states the window less the output reservation: below zero, no prompt fits
     body = _error_body(

@@ -27,7 +27,7 @@ from tests.proxy.bodies import anthropic_messages, gemini_contents, openai_chat,
 from tests.proxy.conftest import MakeStack
 from trimgate.history import Message
 from trimgate.providers.openai_chat import _scan
-from trimgate.providers.overflow import detect_suspect
+from trimgate.providers.overflow import detect_suspect, detect_unfixable
 from trimgate.proxy.examine import Chat
 from trimgate.proxy.retry import Retries
 
@@ -486,10 +486,18 @@ async def test_negative_corpus_bodies_pass_through_untouched(
     resp = await stack.client.post(path, json=body)
     assert resp.status == entry["status"]
     assert await resp.read() == raw
-    suspect = not entry.get("stream") and detect_suspect(entry["status"], raw) is not None
+    # an answer stating an overflow no trim can fix is never probed (MLC LLM's limit below 0)
+    unfixable = detect_unfixable(entry["status"], raw)
+    suspect = (
+        not entry.get("stream")
+        and not unfixable
+        and detect_suspect(entry["status"], raw) is not None
+    )
     assert len(fake.requests) == (3 if suspect else 1)
     assert resp.headers.get("x-trimgate-probe") == ("refuted" if suspect else None)
     assert resp.headers["x-trimgate-retries"] == "0"
+    expected = "output-reservation" if unfixable else None
+    assert resp.headers.get("x-trimgate-unfixable") == expected
     assert resp.headers["x-trimgate-trimmed"] == "false"
     assert "x-trimgate-exhausted" not in resp.headers
 

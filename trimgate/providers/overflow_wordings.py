@@ -638,6 +638,8 @@ _SENTENCE_END_RE: Final = re.compile(r"[.!?;](?:\s|$)|\n")
 # ``_claimed`` nor ``_two_counts`` splits it into a prompt and a window.
 _OUTPUT_WORD_RE: Final = _p(
     r"output|completion|max_(?:new_|completion_)?tokens|prediction|max tokens"
+    # a thinking budget is output too (Anthropic's budget_tokens, Gemini's thinkingBudget)
+    r"|budget_tokens|thinking[ _]?budget"
     # generating an output, but not a server's wrapper around any failure ("Stream
     # generation failed: ...", "Error generating response: ...": vllm.rs, Apple's servers)
     r"|generat(?!ion failed|ing (?:a |the )?response)"
