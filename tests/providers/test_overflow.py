@@ -1155,6 +1155,31 @@ def test_a_thinking_budget_is_an_output_setting_not_a_suspect() -> None:
         assert overflow.detect_suspect(400, body) is None, message
 
 
+@pytest.mark.parametrize(
+    "message",
+    [
+        "Prompt + generated tokens exceeds max context length of 8192",
+        "Total number of tokens (prompt+generation) exceeded the service limit of 2048 tokens. "
+        "Please make the prompt shorter or reduce the number of tokens to generate.",
+        "AiError: Ai: The estimated number of input and maximum output tokens (208453) exceeded "
+        "this model context window limit (65536).",
+    ],
+)
+def test_a_prompt_and_its_reservation_over_the_window_is_an_overflow(message: str) -> None:
+    # no count to aim at (the total holds the reservation): the retry aims at 2/3
+    found = detect_overflow(400, _error_body(message), wire_format="openai")
+    assert found == Overflow(None, None)
+
+
+def test_a_prompt_and_reservation_wording_keeps_its_exclusions() -> None:
+    for message in (
+        "input and output tokens per minute exceeded the rate limit",  # a rate limit
+        "prompt and completion images exceed the limit of 20",  # media
+        "max_tokens exceeds the context window",  # the output alone
+    ):
+        assert detect_overflow(400, _error_body(message), wire_format="openai") is None, message
+
+
 def test_a_limit_below_zero_is_unfixable() -> None:
     # MLC LLM states the window less the output reservation: below zero, no prompt fits
     body = _error_body(

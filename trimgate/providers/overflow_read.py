@@ -61,7 +61,11 @@ from trimgate.providers.overflow_wordings import (
     _STATUS_COUNT_RE,
     _STATUS_KEYS,
     _STRONG_RE,
+    _SUM_EXCESS_RE,
+    _SUM_OUTPUT_RE,
     _SUM_RE,
+    _SUM_SUBJECT_RE,
+    _SUM_WINDOW_RE,
     _SUSPECT_413_RE,
     _SUSPECT_ID_RE,
     _SUSPECT_KEY_CHARS,
@@ -453,6 +457,19 @@ def _generic(text: str) -> bool:
     return _GEN_SUBJECT_RE.search(text) is not None and _GEN_LIMIT_RE.search(text) is not None
 
 
+def _summed(text: str) -> bool:
+    """A wording no table lists that names the prompt and its output reservation together
+    as what exceeds the window (``_SUM_SUBJECT_RE``), and no other excluded word once the
+    output's own words are set aside. A shorter prompt leaves the reservation its room,
+    unless the reservation alone fills the window, which such a wording does not say: the
+    ladder then ends with its retries spent, nothing dropped for good."""
+    if _SUM_SUBJECT_RE.search(text) is None:
+        return False
+    if _GEN_EXCLUDE_RE.search(_SUM_OUTPUT_RE.sub(" ", text)) is not None:
+        return False
+    return _SUM_EXCESS_RE.search(text) is not None and _SUM_WINDOW_RE.search(text) is not None
+
+
 def _item_counts(pattern: re.Pattern[str], text: str) -> set[int]:
     counts: set[int] = set()
     for match in pattern.finditer(text):
@@ -570,27 +587,8 @@ def _decide(http_status: int, facts: _Facts, patterns: Patterns = ()) -> Overflo
             found = _custom(text, patterns)
             if found is not None:
                 break
-    status = _effective_status(http_status, facts)
-    if found is None and _overflow_code(facts.codes, facts.texts):
-        found = Overflow(None, None)
-    kv_size = found is None and any(_KV_SIZE_RE.search(text) for text in facts.texts)
-    if kv_size and status >= 500:
-        return None  # llama.cpp's shared KV pool, which any request may have filled
-    # counts, and the window named as exceeded, are read under any 4xx left too
-    stated = status in _GENERIC_STATUSES or 400 <= status < 500
-    if found is None and stated:
-        for text in facts.texts:
-            found = _claimed(text)
-            if found is not None:
-                break
-    if found is None and status in _GENERIC_STATUSES and any(map(_generic, facts.texts)):
-        found = Overflow(None, None)
-    if found is None and (
-        (400 <= status < 500 and kv_size)
-        or (stated and any(_CTX_SIZE_RE.search(text) for text in facts.texts))
-        or (stated and any(map(_strong, facts.texts)))
-    ):
-        found = Overflow(None, None)
+    if found is None:
+        found = _unlisted(_effective_status(http_status, facts), facts)
     if found is None or found.maximum == 0:  # a limit of 0: no prompt fits
         return None
     if found.real is None and found.maximum is None:
@@ -598,6 +596,34 @@ def _decide(http_status: int, facts: _Facts, patterns: Patterns = ()) -> Overflo
             return Overflow(facts.counts.get("n_prompt_tokens"), facts.counts.get("n_ctx"))
         return _pair(facts.texts) or found
     return found
+
+
+def _unlisted(status: int, facts: _Facts) -> Overflow | None:
+    """The overflow that wordings no table lists state, by the readers that judge them
+    (codes, counts, vocabulary, the window named), under the (effective) ``status``."""
+    if _overflow_code(facts.codes, facts.texts):
+        return Overflow(None, None)
+    kv_size = any(_KV_SIZE_RE.search(text) for text in facts.texts)
+    if kv_size and status >= 500:
+        return None  # llama.cpp's shared KV pool, which any request may have filled
+    # counts, and the window named as exceeded, are read under any 4xx left too
+    stated = status in _GENERIC_STATUSES or 400 <= status < 500
+    if stated:
+        for text in facts.texts:
+            found = _claimed(text)
+            if found is not None:
+                return found
+    if status in _GENERIC_STATUSES and (
+        any(map(_generic, facts.texts)) or any(map(_summed, facts.texts))
+    ):
+        return Overflow(None, None)
+    if (
+        (400 <= status < 500 and kv_size)
+        or (stated and any(_CTX_SIZE_RE.search(text) for text in facts.texts))
+        or (stated and any(map(_strong, facts.texts)))
+    ):
+        return Overflow(None, None)
+    return None
 
 
 def _overflow_code(codes: set[str], texts: list[str]) -> bool:
