@@ -61,11 +61,9 @@ from trimgate.providers.overflow_wordings import (
     _STATUS_COUNT_RE,
     _STATUS_KEYS,
     _STRONG_RE,
-    _SUM_EXCESS_RE,
     _SUM_OUTPUT_RE,
     _SUM_RE,
     _SUM_SUBJECT_RE,
-    _SUM_WINDOW_RE,
     _SUSPECT_413_RE,
     _SUSPECT_ID_RE,
     _SUSPECT_KEY_CHARS,
@@ -467,7 +465,9 @@ def _summed(text: str) -> bool:
         return False
     if _GEN_EXCLUDE_RE.search(_SUM_OUTPUT_RE.sub(" ", text)) is not None:
         return False
-    return _SUM_EXCESS_RE.search(text) is not None and _SUM_WINDOW_RE.search(text) is not None
+    return _GEN_EXCESS_RE.search(text) is not None and (
+        _GEN_CONTEXT_RE.search(text) is not None or _GEN_LIMIT_RE.search(text) is not None
+    )
 
 
 def _item_counts(pattern: re.Pattern[str], text: str) -> set[int]:

@@ -687,7 +687,8 @@ _ITEM_LIMIT_RE: Final = _p(
 # The prompt and its output reservation named together as what exceeds the window ("Prompt +
 # generated tokens exceeds max context length of 8192", "input and maximum output tokens (N)
 # exceeded this model context window limit (L)", "prompt+generation exceeded the service
-# limit"): read by ``_summed``, with the output's own words (``_SUM_OUTPUT_RE``) set aside.
+# limit"): read by ``_summed`` with the generic rule's excess and limit words, the output's
+# own words (``_SUM_OUTPUT_RE``) set aside.
 _SUM_SUBJECT_RE: Final = _p(
     r"\b(?:prompt|input)(?: tokens?| length| token len)?\s*(?:\+|and|plus)\s*(?:the )?"
     r"(?:max(?:imum)?[ _]?)?(?:output|generat\w*|prediction|completion|max_(?:new_)?tokens"
@@ -696,8 +697,6 @@ _SUM_SUBJECT_RE: Final = _p(
 _SUM_OUTPUT_RE: Final = _p(
     r"max_(?:new_)?tokens|output tokens?|maximum output|completion tokens?|generat\w*"
 )
-_SUM_EXCESS_RE: Final = _p(r"exceed|greater than|larger than|more than|too long|no room|>")
-_SUM_WINDOW_RE: Final = _p(r"context|window|limit|\bmax(?:imum)?\b|sequence length")
 # A prompt-side subject that is "too long" (or has too many tokens) needs no stated limit.
 _GEN_TOO_LONG_RE: Final = _p(
     r"\b(?:prompt|input|conversation|history)\b.{0,40}?\btoo (?:long|big|large)\b"
