@@ -595,6 +595,10 @@ def _decide(http_status: int, facts: _Facts, patterns: Patterns = ()) -> Overflo
         if facts.counts:
             return Overflow(facts.counts.get("n_prompt_tokens"), facts.counts.get("n_ctx"))
         return _pair(facts.texts) or found
+    if found.real is None:  # a wording that read the window alone
+        paired = _pair(facts.texts)
+        if paired is not None and paired.maximum == found.maximum:
+            return paired  # "5012 tokens exceeds the 4096-token context window"
     return found
 
 

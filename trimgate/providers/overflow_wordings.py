@@ -410,7 +410,7 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
     # TensorRT-LLM (PyTorch backend, executor/base_worker.py): no room left for output
     _p(
         r"max_seq_len \((?P<max>{N})\) - `?splited_prompt_len`? \((?P<real>{N})\)"
-        r" - `?query_token_len`? \((?P<comp>{N})\)"
+        r"(?: - `?query_token_len`? \((?P<comp>{N})\))?"  # (not in every release)
     ),
     _p(
         r"prompt_token_ids`? length \((?P<real>{N})\) is greater than `?max_seq_len`?"
