@@ -167,6 +167,36 @@ def test_plain_text_error_body() -> None:
     assert detect_overflow(200, text, wire_format="anthropic") is None
 
 
+@pytest.mark.parametrize(
+    ("message", "counts", "net"),
+    [
+        # the window stated whole: a retry takes the request's own output limit out of it
+        ("prompt is too long: 210000 tokens > 200000 maximum", (210000, 200000), False),
+        ("5012 tokens exceeds the 4096-token context window", (5012, 4096), False),
+        # the reservation itemised (a listed wording, or one no table lists): already out
+        (
+            "input length and `max_tokens` exceed context limit: 188240 + 21333 > 200000, "
+            "decrease input length or `max_tokens` and try again",
+            (188240, 178667),
+            True,
+        ),
+        (
+            "Request needs 9216 context tokens (8192 prompt + 1024 max generation), but "
+            "MAX_KV_SIZE is 8192.",
+            (8192, 7168),
+            True,
+        ),
+    ],
+    ids=["whole", "window-alone-then-pair", "listed-sum", "itemised"],
+)
+def test_a_reading_says_whether_the_window_is_net_of_the_reservation(
+    message: str, counts: tuple[int, int], net: bool
+) -> None:
+    body = orjson.dumps({"error": {"message": message}})
+    got = detect_overflow(400, body, wire_format="openai")
+    assert got is not None and (got.real, got.maximum) == counts and got.net is net
+
+
 def test_html_pages_are_never_read() -> None:
     page = (
         b"<html><body><h1>400 Bad Request</h1><p>This model's maximum context length is 10 "

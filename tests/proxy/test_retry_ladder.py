@@ -7,10 +7,19 @@ from __future__ import annotations
 import itertools
 import logging
 
+import orjson
 import pytest
 
-from tests.fakes import FakeProvider, Recorded, Reply, json_reply, openai_ok, sse_data
-from tests.proxy.bodies import openai_chat
+from tests.fakes import (
+    FakeProvider,
+    Recorded,
+    Reply,
+    anthropic_ok,
+    json_reply,
+    openai_ok,
+    sse_data,
+)
+from tests.proxy.bodies import anthropic_messages, openai_chat
 from tests.proxy.conftest import MakeStack
 
 LABELS = {"upstream": "openai", "model": "gpt-4o"}
@@ -187,3 +196,40 @@ async def test_a_provider_that_understates_still_gets_a_fit(
         assert resp.status == 400 and resp.headers["x-trimgate-exhausted"] == "true"
         assert resp.headers["x-trimgate-kept-turns"] == "1"
         assert "x-trimgate-retries-spent" not in resp.headers
+
+
+async def test_a_window_stated_whole_is_aimed_at_less_the_output_limit(
+    make_stack: MakeStack,
+) -> None:
+    """Anthropic checks the prompt against the window, then the prompt and ``max_tokens``
+    together. Its first answer states the window whole; the retry takes the request's
+    ``max_tokens`` out of it, so that one retry fits instead of a second one answering
+    the sum check (which would then cut at 2/3)."""
+    first: list[int] = []
+
+    def answer(r: Recorded) -> Reply:
+        first.append(len(r.body) // 4)
+        prompt, window = len(r.body) // 4, int(first[0] * 0.8)
+        reserve = orjson.loads(r.body)["max_tokens"]
+        if prompt > window:
+            message = f"prompt is too long: {prompt} tokens > {window} maximum"
+        elif prompt + reserve > window:
+            message = (
+                f"input length and `max_tokens` exceed context limit: {prompt} + {reserve} > "
+                f"{window}, decrease input length or `max_tokens` and try again"
+            )
+        else:
+            return json_reply(anthropic_ok(prompt))
+        error = {"type": "invalid_request_error", "message": message}
+        return json_reply({"type": "error", "error": error}, status=400)
+
+    fake = FakeProvider(answer)
+    stack = await make_stack(fake)
+    body = anthropic_messages(24, model="claude-sonnet-4-5")
+    body["max_tokens"] = len(orjson.dumps(body)) // 16  # a quarter of the prompt's tokens
+    resp = await stack.client.post("/v1/messages", json=body)
+    assert resp.status == 200, await resp.text()
+    assert len(fake.requests) == 2 and resp.headers["x-trimgate-retries"] == "1"
+    # what was kept fits the window less the reservation (0.55 of the first body), with
+    # no more than the margin and one turn's granularity below it
+    assert 0.4 < len(fake.requests[1].body) / len(fake.requests[0].body) <= 0.55

@@ -77,9 +77,10 @@ def test_make_policy_reserves_the_output_and_hoists_only_where_it_applies() -> N
         hoist=False,
         step=800,  # cut_step 0.2 of the budget
         anchor_limit=1_000,  # anchor_max_share 0.25 of the budget
+        reserve=1_000,  # a retry takes it out of a window an overflow states
     )
     assert make_policy(s, 10_000, hoistable=True, budget=123, ratio=1.5) == replace(
-        p, budget=123, hoist=True, ratio=1.5, step=24, anchor_limit=30
+        p, budget=123, hoist=True, ratio=1.5, step=24, anchor_limit=30, reserve=0
     )
     off = replace(s, cut_step=0.0, keep_anchor=False)
     assert make_policy(off, 10_000) == Policy(
@@ -149,6 +150,38 @@ def test_a_fixed_understated_count_still_shrinks_the_prompt_geometrically() -> N
         estimate = nxt.budget
     assert targets[0] == reactive_budget(90_000, 4100, 4096)  # the stated deficit first
     assert targets[2] < 90_000 * 0.45  # then 2/3 of each previous attempt
+
+
+def test_a_window_stated_whole_leaves_the_requests_output_limit_out() -> None:
+    # Anthropic's "prompt is too long: 210000 tokens > 200000 maximum" to a request that
+    # reserves 32,000 tokens: the prompt must fit 168,000, not 200,000
+    first = make_policy(Settings(), 200_000, output_limit=32_000)
+    assert first.reserve == 32_000 and first.budget == 168_000
+    sent = report(kept=40, after=190_000)
+    nxt = next_attempt(first, sent, 210_000, 200_000, net=False)
+    assert nxt.budget == reactive_budget(190_000, 210_000, 168_000)
+    assert nxt.reserve == 32_000  # and so does every later attempt
+    # a maximum the error already stated net of a reservation it itemised is taken as is
+    assert next_attempt(first, sent, 210_000, 168_000).budget == reactive_budget(
+        190_000, 210_000, 168_000
+    )
+    # a prompt under the window that the reservation pushes over: aimed, not 2/3
+    assert next_attempt(first, sent, 190_000, 200_000, net=False).budget == reactive_budget(
+        190_000, 190_000, 168_000
+    )
+
+
+def test_no_reservation_is_taken_out_when_off_or_as_large_as_the_window() -> None:
+    sent = report(kept=40, after=190_000)
+    off = make_policy(Settings(reserve_output=False), 200_000, output_limit=32_000)
+    assert off.reserve == 0
+    assert next_attempt(off, sent, 210_000, 200_000, net=False).budget == reactive_budget(
+        190_000, 210_000, 200_000
+    )
+    huge = make_policy(Settings(), 200_000, output_limit=250_000)
+    assert next_attempt(huge, sent, 210_000, 200_000, net=False).budget == reactive_budget(
+        190_000, 210_000, 200_000
+    )
 
 
 def test_calibration_learns_from_the_body_sent_in_raw_estimate_tokens() -> None:

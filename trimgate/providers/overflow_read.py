@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from trimgate.providers.overflow_wordings import (
@@ -79,6 +79,10 @@ Patterns = tuple[re.Pattern[str], ...]  # compiled operator patterns (compile_pa
 class Overflow:
     real: int | None  # prompt tokens the provider says the request had (None if not stated)
     maximum: int | None  # the limit it states (None if not stated)
+    # the maximum already leaves out an output reservation the error itemised; otherwise
+    # the retry takes the request's own output limit out of it (reserve_output_tokens).
+    # How the counts were read, not what they are: two readings of the same counts are equal
+    net: bool = field(default=False, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -408,7 +412,7 @@ def _read_message(text: str) -> Overflow | None:
                 return _NOT_FIXABLE
             limit = available
         if real is not None or limit is not None:
-            return Overflow(real, limit)
+            return Overflow(real, limit, net=comp is not None and limit is not None)
         if countless is None:  # keep looking for a pattern that also reads the counts
             countless = Overflow(None, None)
     return countless
@@ -508,7 +512,7 @@ def _itemised(text: str) -> Overflow | None:
     prompt = sum(prompts)
     if prompt + reserved <= window:
         return None
-    return Overflow(prompt, window - reserved)
+    return Overflow(prompt, window - reserved, net=True)
 
 
 def _negative_limit(text: str) -> bool:

@@ -308,6 +308,8 @@ async def _retry(
         overflow.real if overflow else None,
         overflow.maximum if overflow else None,
         retry=state.retries,
+        # a probe's counts may be in any unit: no output limit in tokens is taken out
+        net=overflow is None or overflow.net or state.probe is not None,
     )
     try:
         report, body = await replan(chat, policy, max_body, offload)

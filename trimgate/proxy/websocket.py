@@ -831,7 +831,9 @@ class ResponsesMode:
             await self._release(turn)
             return
         if not chat.report.trimmed:  # the plan kept it all: the overflow says it is too long
-            policy = next_attempt(chat.policy, chat.report, overflow.real, overflow.maximum)
+            policy = next_attempt(
+                chat.policy, chat.report, overflow.real, overflow.maximum, net=overflow.net
+            )
             max_body = self.proxy.config.server.max_body_bytes
             try:
                 chat.report, chat.send_body = await replan(

@@ -44,6 +44,9 @@ class Policy:
     max_turns: int | None = None  # reactive retries: keep fewer turns than last time
     step: int = 0  # cache-stable cuts: grid step in raw estimate tokens; 0 = minimal cuts
     anchor_limit: int = 0  # the largest anchor pinned, provider tokens; 0 = no anchor
+    # the request's output limit, taken out of the budget (reserve_output_tokens): a
+    # retry takes it out of the window an overflow states too; 0 = none
+    reserve: int = 0
 
 
 @dataclass(frozen=True, slots=True)

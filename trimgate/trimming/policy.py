@@ -96,6 +96,7 @@ def make_policy(
         ratio=ratio,
         step=int(settings.cut_step * budget) if budget > 0 else 0,
         anchor_limit=anchor_limit(settings, budget),
+        reserve=max(0, output_limit or 0) if settings.reserve_output else 0,
     )
 
 
@@ -117,7 +118,13 @@ def may_retry(settings: Settings, sent: TrimReport, *, shadow: bool) -> bool:
 
 
 def next_attempt(
-    policy: Policy, sent: TrimReport, real: int | None, maximum: int | None, *, retry: int = 0
+    policy: Policy,
+    sent: TrimReport,
+    real: int | None,
+    maximum: int | None,
+    *,
+    retry: int = 0,
+    net: bool = True,
 ) -> Policy:
     """The policy of the attempt after an overflow of the body ``sent``: at least one turn
     fewer, within the budget the overflow's own counts imply (``reactive_budget``). Its cut
@@ -127,7 +134,16 @@ def next_attempt(
     (or 2/3 of the estimate when none is stated); each further one aims at most at 2/3 of
     the previous attempt's estimate, so a provider whose stated counts understate (or
     never change) still sees the prompt shrink geometrically: the ladder reaches a fit
-    within a few retries instead of dropping one turn at a time."""
+    within a few retries instead of dropping one turn at a time.
+
+    ``net`` is false when ``maximum`` is a window that may still have to hold the
+    request's output limit (the error itemised none): the deficit is then taken against
+    the window less that limit (``policy.reserve``), as the first plan's budget was, so
+    that a provider that checks the prompt and the limit together is not answered with a
+    retry that fits the prompt alone. A reservation as large as the window is not taken
+    out (the error would say no prompt fits; the ladder ends as it would have)."""
+    if not net and real and maximum and 0 < policy.reserve < maximum:
+        maximum -= policy.reserve
     budget = reactive_budget(sent.tokens_after, real, maximum)
     if retry > 0:
         budget = min(budget, reactive_budget(sent.tokens_after))
@@ -143,6 +159,7 @@ def next_attempt(
         max_turns=sent.kept_units - 1,
         step=0,
         anchor_limit=policy.anchor_limit,
+        reserve=policy.reserve,
     )
 
 
