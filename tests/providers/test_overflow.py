@@ -197,6 +197,31 @@ def test_a_reading_says_whether_the_window_is_net_of_the_reservation(
     assert got is not None and (got.real, got.maximum) == counts and got.net is net
 
 
+@pytest.mark.parametrize(
+    ("message", "overflow"),
+    [
+        # Megatron's inference server prints the exception's class, and no message
+        ("Request 0: {'type': 'MaxSequenceLengthOverflowError', 'message': None}", True),
+        ("PromptTooLongError: the request could not be served", True),
+        ("InputTooLongException raised by the worker", True),
+        # an output limit, a quota, an image, a rate: never
+        ("MaxTokensExceededError: too many", False),
+        ("OutputLengthExceededError raised", False),
+        ("TokenLimitExceededError: your token quota is spent", False),
+        ("ImageTooLargeError raised", False),
+        ("RateLimitExceededException raised", False),
+    ],
+)
+def test_an_exception_name_is_read_as_a_code(message: str, overflow: bool) -> None:
+    body = orjson.dumps({"error": {"message": message}})
+    assert (detect_overflow(400, body, wire_format="openai") is not None) is overflow
+
+
+def test_a_code_naming_max_tokens_is_an_output_limit() -> None:
+    body = orjson.dumps({"error": {"message": "m", "code": "max_tokens_exceeded"}})
+    assert detect_overflow(400, body, wire_format="openai") is None
+
+
 def test_html_pages_are_never_read() -> None:
     page = (
         b"<html><body><h1>400 Bad Request</h1><p>This model's maximum context length is 10 "

@@ -100,6 +100,8 @@ _MAX_ITEMS: Final = 16
 
 _decoder: Final = json.JSONDecoder()
 _CAMEL_RE: Final = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+# A Python or Java exception's class name, two words or more ("PromptTooLongError")
+_EXCEPTION_NAME_RE: Final = re.compile(r"\b[A-Z][a-z]+(?:[A-Z][a-z]+)+(?:Error|Exception)\b")
 
 
 class _Facts:
@@ -609,7 +611,7 @@ def _decide(http_status: int, facts: _Facts, patterns: Patterns = ()) -> Overflo
 def _unlisted(status: int, facts: _Facts) -> Overflow | None:
     """The overflow that wordings no table lists state, by the readers that judge them
     (codes, counts, vocabulary, the window named), under the (effective) ``status``."""
-    if _overflow_code(facts.codes, facts.texts):
+    if _overflow_code(facts.codes | _exception_names(facts.texts), facts.texts):
         return Overflow(None, None)
     kv_size = any(_KV_SIZE_RE.search(text) for text in facts.texts)
     if kv_size and status >= 500:
@@ -632,6 +634,16 @@ def _unlisted(status: int, facts: _Facts) -> Overflow | None:
     ):
         return Overflow(None, None)
     return None
+
+
+def _exception_names(texts: list[str]) -> set[str]:
+    """The exception class names a message prints ("{'type': 'TokenOverflowError'}",
+    "MaxSequenceLengthOverflowError: ..."), read as codes ("token_overflow_error")."""
+    return {
+        _CAMEL_RE.sub("_", match.group(0)).lower()
+        for text in texts
+        for match in _EXCEPTION_NAME_RE.finditer(text, 0, 4096)
+    }
 
 
 def _overflow_code(codes: set[str], texts: list[str]) -> bool:

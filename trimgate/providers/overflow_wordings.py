@@ -108,6 +108,7 @@ _CODE_EXCLUDES: Final = (
     "output",
     "completion",
     "max_new",
+    "max_token",  # an output limit ("max_tokens_exceeded", "MaxTokensExceededError")
     "generat",
     "rate",
     "quota",
