@@ -222,6 +222,29 @@ def test_a_code_naming_max_tokens_is_an_output_limit() -> None:
     assert detect_overflow(400, body, wire_format="openai") is None
 
 
+def test_only_firsts_own_error_chunk_is_read_as_an_error() -> None:
+    # Argonne's FIRST streams an upstream's error as the text of a chunk of its own id; a
+    # model's chunk saying the same, or FIRST's id with a model's words, is an answer
+    vllm = (
+        '{"object":"error","message":"This model\'s maximum context length is 4096 tokens. '
+        'However, you requested 5000 tokens (4900 in the messages, 100 in the completion).",'
+        '"code":400}'
+    )
+
+    def chunk(ident: str, text: str) -> bytes:
+        delta = {"role": "assistant", "content": text}
+        choice = {"index": 0, "delta": delta, "finish_reason": "stop"}
+        body = {"id": ident, "object": "chat.completion.chunk", "choices": [choice]}
+        return b"data: " + orjson.dumps(body) + b"\n\ndata: [DONE]\n\n"
+
+    error = "\n\n[ERROR] Error: could not send stream API call: " + vllm
+    got = detect_stream_overflow(chunk("chatcmpl-api-error", error), wire_format="openai")
+    assert got == Overflow(4900, 3996)
+    assert detect_stream_overflow(chunk("chatcmpl-1", error), wire_format="openai") is None
+    text = "Here is the answer: " + vllm
+    assert detect_stream_overflow(chunk("chatcmpl-api-error", text), wire_format="openai") is None
+
+
 def test_html_pages_are_never_read() -> None:
     page = (
         b"<html><body><h1>400 Bad Request</h1><p>This model's maximum context length is 10 "

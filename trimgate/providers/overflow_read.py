@@ -99,6 +99,16 @@ _MAX_DEPTH: Final = 6
 _MAX_ITEMS: Final = 16
 
 _decoder: Final = json.JSONDecoder()
+# Counts an error object states as fields of its own, beside a recognised wording that
+# states none: llama.cpp's n_prompt_tokens / n_ctx, a gateway's input_tokens /
+# available_tokens (linto's llm-gateway: the window less its output reservation)
+_COUNT_FIELDS: Final = (
+    ("n_prompt_tokens", "prompt"),
+    ("input_tokens", "prompt"),
+    ("prompt_tokens", "prompt"),
+    ("n_ctx", "window"),
+    ("available_tokens", "window"),
+)
 _CAMEL_RE: Final = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 # A Python or Java exception's class name, two words or more ("PromptTooLongError")
 _EXCEPTION_NAME_RE: Final = re.compile(r"\b[A-Z][a-z]+(?:[A-Z][a-z]+)+(?:Error|Exception)\b")
@@ -151,10 +161,10 @@ def _walk_error(node: Any, facts: _Facts, depth: int) -> None:
         value = node.get(key)
         if isinstance(value, int) and not isinstance(value, bool) and 100 <= value <= 599:
             facts.statuses.append(value)
-    for key in ("n_prompt_tokens", "n_ctx"):
+    for key, side in _COUNT_FIELDS:
         value = node.get(key)
         if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-            facts.counts[key] = value
+            facts.counts.setdefault(side, value)
     for key in _NEST_KEYS:
         value = node.get(key)
         if isinstance(value, (dict, list)):
@@ -307,7 +317,11 @@ def _spoofed_error(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
     shows them: the reply's text is the error, its ``finish_reason`` (a chat completion or
     chunk) or ``stop_reason`` (an Anthropic message) is "Proxy error (HTTP 400 Bad
     Request)", and the text ends in ``<!-- oai-proxy-error -->``. Only both together make
-    a reply an error (a model writes neither reason), read with the status it names."""
+    a reply an error (a model writes neither reason), read with the status it names.
+    Argonne's FIRST gateway streams an upstream's error as a chunk of its own id
+    ``chatcmpl-api-error`` whose text starts "[ERROR]" (``_api_error_chunk``)."""
+    if _api_error_chunk(doc, facts, depth):
+        return True
     reason: Any = doc.get("stop_reason")
     text: Any = None
     if isinstance(reason, str):
@@ -331,6 +345,23 @@ def _spoofed_error(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
     facts.statuses.append(int(status.group(1)))
     _add_text(text, facts, depth)
     return True
+
+
+def _api_error_chunk(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
+    """FIRST's error chunk: its id and the "[ERROR]" its text starts with (a model chooses
+    neither), the upstream's error body inside the text, read as an error's message."""
+    choices = doc.get("choices")
+    if doc.get("id") != _API_ERROR_ID or not isinstance(choices, list) or not choices:
+        return False
+    delta = choices[0].get("delta") if isinstance(choices[0], dict) else None
+    text = delta.get("content") if isinstance(delta, dict) else None
+    if not isinstance(text, str) or not text.lstrip().startswith("[ERROR]"):
+        return False
+    _add_text(text, facts, depth)
+    return True
+
+
+_API_ERROR_ID: Final = "chatcmpl-api-error"
 
 
 # --------------------------------------------------------------------------- decision
@@ -599,7 +630,7 @@ def _decide(http_status: int, facts: _Facts, patterns: Patterns = ()) -> Overflo
         return None
     if found.real is None and found.maximum is None:
         if facts.counts:
-            return Overflow(facts.counts.get("n_prompt_tokens"), facts.counts.get("n_ctx"))
+            return Overflow(facts.counts.get("prompt"), facts.counts.get("window"))
         return _pair(facts.texts) or found
     if found.real is None:  # a wording that read the window alone
         paired = _pair(facts.texts)

@@ -720,7 +720,7 @@ _GEN_EXCLUDE_RE: Final = _p(
     r"|\b(?:message count|number of messages)\b[^.;]{0,40}?\b(?:exceed|more than|greater than"
     r"|over|above|limit)"
     # (an embeddings endpoint or model; not a setting's name: MindIE's "maxPositionEmbeddings")
-    r"|(?<![a-z_])embedding|\bbatch\b"
+    r"|(?<![a-z_])embedding|\bbatch(?:es)?\b"
     # time limits ("context deadline exceeded" of Go servers) and per-period quotas
     r"|deadline|time ?out|timed out|expir|\b(?:daily|hourly|monthly|today)\b"
     r"|\b(?:for|per|this|each) (?:the )?(?:day|hour|month|minute)\b"
