@@ -245,6 +245,28 @@ def test_only_firsts_own_error_chunk_is_read_as_an_error() -> None:
     assert detect_stream_overflow(chunk("chatcmpl-api-error", text), wire_format="openai") is None
 
 
+@pytest.mark.parametrize(
+    ("status", "message", "worded"),
+    [
+        (400, "Text too long", True),  # a size subject beside an excess
+        (400, "Request contains an invalid argument.", False),
+        (422, "No suitable variant found for model 'q' with required context size 118734", False),
+        (500, "Request contains an invalid argument.", None),  # passing trouble, maybe
+        (400, "max_tokens must be at most 4096", None),  # what a trim cannot fix
+        (400, "Invalid image: unsupported format", None),
+        (400, "You exceeded your current quota", None),
+        (429, "Request contains an invalid argument.", None),
+    ],
+)
+def test_a_plain_client_error_is_a_suspect_only_when_asked_and_not_worded(
+    status: int, message: str, worded: bool | None
+) -> None:
+    body = orjson.dumps({"error": {"message": message}})
+    got = detect_suspect(status, body, plain=True)
+    assert (got.worded if got is not None else None) is worded
+    assert (detect_suspect(status, body) is not None) is bool(worded)
+
+
 def test_html_pages_are_never_read() -> None:
     page = (
         b"<html><body><h1>400 Bad Request</h1><p>This model's maximum context length is 10 "

@@ -309,8 +309,10 @@ async def test_counts_that_move_with_the_trim_confirm_it_and_aim_the_ladder(
         (400, {"message": "max_tokens is too long for this model"}, {}),  # an output limit
         (400, {"message": "Image too large: 25 MB exceeds the limit"}, {}),  # media, bytes
         (400, {"message": "Text too long", "code": "insufficient_quota"}, {}),
+        # a plain error, to a body no earlier one outgrew: a 500 is passing trouble
+        (500, {"message": "Request contains an invalid argument."}, {}),
     ],
-    ids=["off", "reactive-off", "429", "502", "output", "image", "quota"],
+    ids=["off", "reactive-off", "429", "502", "output", "image", "quota", "plain-500"],
 )
 async def test_no_probe_where_a_trim_cannot_be_the_answer(
     make_stack: MakeStack, status: int, error: dict[str, str], config: dict[str, object]
@@ -321,6 +323,69 @@ async def test_no_probe_where_a_trim_cannot_be_the_answer(
     assert resp.status == status and len(fake.requests) == 1
     assert await resp.json() == {"error": error}
     assert "x-trimgate-probe" not in resp.headers
+
+
+def invalid_argument() -> Reply:
+    # Vertex's answer to an input over the window, with no word of its size
+    error = {"code": 400, "message": "Request contains an invalid argument.", "status": "x"}
+    return json_reply({"error": error}, status=400)
+
+
+async def test_a_plain_error_to_a_body_that_outgrew_the_rest_is_probed_once(
+    make_stack: MakeStack,
+) -> None:
+    # an agent's history grows a turn at a time: 12 turns passed, 48 get a plain 400 that
+    # a trim fixes, and then (the wording learned) it is an overflow from the first answer
+    window: list[int] = []
+
+    def answer(r: Recorded) -> Reply:
+        return invalid_argument() if len(r.body) > window[0] else json_reply(openai_ok(10))
+
+    fake = FakeProvider(answer)
+    stack = await make_stack(fake)
+    window.append(len(orjson.dumps(openai_chat(40, model="gpt-4o"))))
+    assert (await stack.client.post(PATH, json=openai_chat(12, model="gpt-4o"))).status == 200
+    resp = await stack.client.post(PATH, json=openai_chat(48, model="gpt-4o"))
+    assert resp.status == 200, await resp.text()
+    assert len(fake.requests) == 3 and resp.headers["x-trimgate-probe"] == "fixed"
+    assert resp.headers["x-trimgate-reason"] == "reactive"
+    assert stack.metric("trimgate_overflow_probes_total", **LABELS, result="fixed") == 1
+    resp = await stack.client.post(PATH, json=openai_chat(56, model="gpt-4o"))
+    assert resp.status == 200 and "x-trimgate-probe" not in resp.headers
+    assert resp.headers["x-trimgate-reason"] == "reactive"
+
+
+async def test_a_plain_error_is_probed_only_past_every_success_and_one_step_only(
+    make_stack: MakeStack,
+) -> None:
+    calls = itertools.count()
+    fake = FakeProvider(
+        lambda r: json_reply(openai_ok(10)) if next(calls) == 0 else invalid_argument()
+    )
+    stack = await make_stack(fake)
+    assert (await stack.client.post(PATH, json=openai_chat(12, model="gpt-4o"))).status == 200
+    # no larger than what passed: the error goes back, nothing resent
+    resp = await stack.client.post(PATH, json=openai_chat(12, model="gpt-4o"))
+    assert resp.status == 400 and len(fake.requests) == 2
+    assert "x-trimgate-probe" not in resp.headers
+    # larger: one probe step (not two, as a worded suspect gets), then the first answer
+    resp = await stack.client.post(PATH, json=openai_chat(48, model="gpt-4o"))
+    assert resp.status == 400 and len(fake.requests) == 4
+    assert resp.headers["x-trimgate-probe"] == "refuted"
+    assert await resp.json() == invalid_argument().data
+    assert resp.headers["x-trimgate-trimmed"] == "false"
+
+
+def test_growth_keeps_the_largest_body_that_passed_per_upstream_and_model() -> None:
+    growth = retry.Growth(size=2, floor=1000)
+    assert growth.grown("a", "m", 1000) and not growth.grown("a", "m", 999)  # the floor
+    growth.passed("a", "m", 5000)
+    growth.passed("a", "m", 3000)  # a smaller success lowers nothing
+    assert not growth.grown("a", "m", 5000) and growth.grown("a", "m", 5001)
+    assert growth.grown("b", "m", 2000) and growth.grown("a", "n", 2000)
+    growth.passed("a", "n", 9000)
+    growth.passed("a", None, 9000)  # bounded: the least recently used goes first
+    assert growth.grown("a", "m", 2000) and not growth.grown("a", None, 9000)
 
 
 async def test_a_lone_turn_is_never_probed(make_stack: MakeStack) -> None:

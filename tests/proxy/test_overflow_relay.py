@@ -219,8 +219,15 @@ async def test_a_refusal_relayed_as_424_or_502_is_retried(
     [
         [b": OPENROUTER PROCESSING\n\n", *sse_data(ROLE, OPENROUTER_CHOICE)],
         sse_data(LITELLM_CHUNK),
+        # Flowise's event, after a "message:" line no SSE parser knows
+        [
+            next(e for e in CORPUS if e["id"].startswith("hb60-flowise-v2-prediction-sse"))[
+                "body"
+            ].encode()
+            + b"\n\n"
+        ],
     ],
-    ids=["openrouter-choice-after-role", "litellm-data-error"],
+    ids=["openrouter-choice-after-role", "litellm-data-error", "flowise-event-error"],
 )
 async def test_a_gateways_stream_error_before_output_is_retried(
     make_stack: MakeStack, frames: list[bytes]
@@ -263,6 +270,9 @@ async def test_an_upstreams_own_overflow_patterns_are_honoured_there_only(
     labels = {"upstream": "mine", "model": "gpt-4o"}
     assert stack.metric("trimgate_context_overflows_total", **labels) == 1
 
+    # (the same body passed there before: a plain error to it is not probed either)
+    fake.then(json_reply(openai_ok(10)))
+    assert (await stack.client.post("/other/v1/chat/completions", json=body)).status == 200
     seen = len(fake.requests)
     fake.then(json_reply(OWN_ERROR, status=400))
     resp = await stack.client.post("/other/v1/chat/completions", json=body)

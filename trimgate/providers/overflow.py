@@ -133,7 +133,7 @@ def detect_overflow(
     if not body or len(body) > MAX_BYTES:
         return None
     head = body[:64].lstrip()
-    if head[:5] == b"data:" or head[:6] in (b"event:", b"error:") or head[:1] == b":":
+    if _sse_head(head):
         return detect_stream_overflow(body, wire_format=wire_format, patterns=patterns)
     if status < 400 and b"error" not in body and WINDOW_STOP_JSON not in body:
         return None  # JSON keys and types are lower-case
@@ -160,6 +160,18 @@ def _body_facts(status: int, body: bytes, head: bytes) -> _Facts | None:
     return facts
 
 
+def _sse_head(head: bytes) -> bool:
+    """Whether a body starts as SSE text: a data, event or comment line, or a field no
+    standard names that a server writes all the same (an ``error:`` line; Flowise's
+    ``message:`` line before its data)."""
+    return (
+        head[:5] == b"data:"
+        or head[:6] in (b"event:", b"error:")
+        or head[:8] == b"message:"
+        or head[:1] == b":"
+    )
+
+
 def detect_unfixable(status: int, body: bytes) -> bool:
     """Whether an error body (or an SSE stream head, or one SSE event) states a context
     overflow that no trim can fix: the output reservation it itemises alone fills the
@@ -171,7 +183,7 @@ def detect_unfixable(status: int, body: bytes) -> bool:
     if not body or len(body) > MAX_BYTES:
         return False
     head = body[:64].lstrip()
-    if head[:5] == b"data:" or head[:6] in (b"event:", b"error:"):
+    if _sse_head(head):
         for name, payload in _events(body):
             data = payload.strip() if payload else b""
             if data[:1] in (b"{", b"[") and detect_unfixable(400 if name == "error" else 200, data):
@@ -191,24 +203,25 @@ def detect_unfixable(status: int, body: bytes) -> bool:
     return any(map(_unfixable, facts.texts))
 
 
-def detect_suspect(status: int, body: bytes) -> Suspect | None:
+def detect_suspect(status: int, body: bytes, *, plain: bool = False) -> Suspect | None:
     """An error answer that ``detect_overflow`` and ``detect_unfixable`` both turned down
     but whose words point at the prompt's size: a size subject (the prompt, input,
     context, text, messages...) beside an excess, with no output, byte or media size,
     schema or time limit, under status 400, 413, 422, 424 or 500; or a 413 that says the
     request or its payload is too large (a byte limit a smaller history may pass).
     Rate-limit, quota, billing, auth and safety answers never are, nor are HTML pages and
-    streams.
+    streams. ``plain``: any other 400, 413 or 422 with a message is one too, not
+    ``worded`` (the shell probes it only for a request that outgrew every success).
 
     Such an answer is worth a probe, a resend trimmed to 2/3 (4/9 at a second step): its
     ``wording`` keys what the probe taught, ``confirm_suspect`` reads the probe's answer."""
     if status not in _SUSPECT_STATUSES or not body or len(body) > MAX_BYTES:
         return None
     head = body[:64].lstrip()
-    if head[:5] == b"data:" or head[:6] in (b"event:", b"error:") or head[:1] == b":":
+    if _sse_head(head):
         return None
     facts = _body_facts(status, body, head)
-    return None if facts is None else _suspect(status, facts)
+    return None if facts is None else _suspect(status, facts, plain=plain)
 
 
 def confirm_suspect(first: Suspect, again: Suspect, shrink: float) -> Overflow | None:

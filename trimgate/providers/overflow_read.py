@@ -52,6 +52,7 @@ from trimgate.providers.overflow_wordings import (
     _PAIR_RE,
     _PART_RE,
     _PATTERNS,
+    _PLAIN_STATUSES,
     _PROMPT_PARTS,
     _PROMPT_PARTS_2,
     _PROMPT_WORD_RE,
@@ -87,10 +88,15 @@ class Overflow:
 
 @dataclass(frozen=True, slots=True)
 class Suspect:
-    """An error no reader recognises whose words point at the prompt's size."""
+    """An error no reader recognises whose words point at the prompt's size (or, not
+    ``worded``, a plain client error that only the request's growth can make a suspect)."""
 
     wording: str  # its status and messages, ids and numbers blanked: the wording's key
     numbers: tuple[int, ...]  # the numbers its messages state, in order
+    # its words point at the prompt's size; False: a plain 400, 413 or 422 with a message
+    # (``detect_suspect(plain=True)``), which the shell probes only for a request larger
+    # than any its upstream answered lately. Not part of the wording's key
+    worded: bool = field(default=True, compare=False)
 
 
 # --------------------------------------------------------------------------- JSON walking
@@ -238,6 +244,10 @@ def _walk_document(doc: Any, facts: _Facts, depth: int, *, error_status: bool) -
         return True
     if kind == "response.failed":
         _walk_error(doc, facts, depth)
+        return True
+    if doc.get("event") == "error" and isinstance(doc.get("data"), str) and doc["data"]:
+        # Flowise's stream event {"event": "error", "data": "Error: ... 400 {...}"}
+        _add_text(doc["data"], facts, depth)
         return True
     choices = doc.get("choices")
     if isinstance(choices, list) and _walk_choices(choices, facts, depth):
@@ -814,22 +824,35 @@ def _suspect_text(text: str) -> bool:
     return _SUSPECT_SUBJECT_RE.search(text) is not None
 
 
-def _suspect(status: int, facts: _Facts) -> Suspect | None:
+def _plain(texts: list[str]) -> bool:
+    """A message, and none that names what a trim cannot fix (an output, a byte or media
+    size, a schema, field or time limit: the words ``_suspect_text`` excludes)."""
+    return bool(texts) and not any(
+        _GEN_EXCLUDE_RE.search(text) is not None
+        or _GEN_ZH_EXCLUDE_RE.search(text) is not None
+        or _OUTPUT_WORD_RE.search(text) is not None
+        for text in texts
+    )
+
+
+def _suspect(status: int, facts: _Facts, *, plain: bool = False) -> Suspect | None:
     """The suspect an unrecognised error's facts make, or None (rate, quota, billing,
-    auth and safety wordings never are)."""
+    auth and safety wordings never are). ``plain``: a 400, 413 or 422 with a message that
+    names nothing a trim cannot fix is one too, not ``worded``."""
     if any(s in _NEVER_STATUSES for s in facts.statuses) or facts.codes & _NEVER_CODES:
         return None
     if any(map(_never, facts.texts)):
         return None
     if status >= 500 and any(_KV_SIZE_RE.search(text) for text in facts.texts):
         return None  # llama.cpp's shared KV pool: a trim that passes teaches nothing true
-    if not any(map(_suspect_text, facts.texts)) and not (
+    worded = any(map(_suspect_text, facts.texts)) or (
         status == 413 and any(_SUSPECT_413_RE.search(text) for text in facts.texts)
-    ):
+    )
+    if not worded and not (plain and status in _PLAIN_STATUSES and _plain(facts.texts)):
         return None
     text = _SUSPECT_ID_RE.sub("#", " | ".join(facts.texts)[:_SUSPECT_KEY_CHARS])
     numbers = tuple(int(n.replace(",", "")) for n in _SUSPECT_NUMBER_RE.findall(text))
-    return Suspect(f"{status} {_SUSPECT_NUMBER_RE.sub('N', text)}", numbers)
+    return Suspect(f"{status} {_SUSPECT_NUMBER_RE.sub('N', text)}", numbers, worded=worded)
 
 
 _SHRINK_SLACK: Final = 0.2  # a count moved with the trim: its ratio within this of the trim's

@@ -960,6 +960,10 @@ _DELTA_OUTPUT_KEYS: Final = (
 # (never 502-599: a gateway's, an overloaded or a timed-out server's answer, which a resend
 # may pass by chance, and a probe would take that for a fix).
 _SUSPECT_STATUSES: Final = frozenset({400, 413, 422, 424, 500})
+# A client error whatever its words is a plain suspect (``detect_suspect(plain=True)``):
+# not 424 and 500, which pass on whatever went wrong upstream, a passing trouble a
+# smaller resend may well get past
+_PLAIN_STATUSES: Final = frozenset({400, 413, 422})
 _SUSPECT_SUBJECT_RE: Final = _p(
     r"\b(?:context|prompt|input|tokens?|length|len|text|messages?|conversation|history"
     r"|sequence|request|content)\b|上下文|输入|提示|对话|消息|长度|字数|内容|文本"

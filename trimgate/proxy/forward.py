@@ -45,7 +45,7 @@ from trimgate.proxy.isolate import ExamineFailed, Isolation, dense
 from trimgate.proxy.metrics import Metrics
 from trimgate.proxy.offload import Offload, heavy
 from trimgate.proxy.relay import Attempt, Incoming, relay, sniff_overflow
-from trimgate.proxy.retry import Send, Sleep, Wordings, send_with_retries, unresolved
+from trimgate.proxy.retry import Growth, Send, Sleep, Wordings, send_with_retries, unresolved
 from trimgate.proxy.routing import NoUpstream, Route, Router, refusal
 from trimgate.proxy.signals import Outcome, attribution, record, record_usage, response_headers
 from trimgate.proxy.usage import UsageSniffer as UsageSniffer  # bench/ablate.py replaces it
@@ -105,6 +105,7 @@ class Proxy:
             raise ValueError("metrics.attribution is on: Metrics(registry, teams=True)")
         self.windows = LearnedWindows()  # of models without a known window, per process
         self.wordings = Wordings()  # what probes of suspected overflows taught, per process
+        self.growth = Growth()  # the largest bodies each upstream and model passed
         self.lookups = GeminiLookups(client)
         self.websockets = WebSocketRelay(self)
         self.otel = otel.start(config)  # None: OpenTelemetry is off
@@ -414,8 +415,11 @@ class Proxy:
             max_body=self.config.server.max_body_bytes,
             offload=self.offload,
             wordings=self.wordings,
+            growth=self.growth,
         )
         report = state.report
+        if final.resp.status < 400 and final.overflow is None:
+            self.growth.passed(chat.route.name, chat.model, report.tokens_after)
         reason = None
         if report.trimmed:
             reason = "reactive" if state.retries else "preemptive"

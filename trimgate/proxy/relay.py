@@ -64,7 +64,8 @@ class Attempt:
     retry: bool = False
     # an overflow no trim can fix (the output reservation alone fills the window)
     unfixable: bool = False
-    # an error no reader recognises whose words suspect an overflow: worth one probe
+    # an error no reader recognises whose words suspect an overflow, worth one probe (or,
+    # not ``worded``, a plain client error: worth one for a request that outgrew the rest)
     suspect: Suspect | None = None
 
 
@@ -113,7 +114,7 @@ def _judge(
             resp, head, found, unfixable=found is None and detect_unfixable(resp.status, body)
         )
         if suspect and found is None and not attempt.unfixable:
-            attempt.suspect = detect_suspect(resp.status, body)
+            attempt.suspect = detect_suspect(resp.status, body, plain=True)
     except Exception as exc:
         _check_failed(exc)
         return Attempt(resp, head, None)

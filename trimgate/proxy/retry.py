@@ -1,7 +1,10 @@
 """Reactive retries: on a recognised overflow, plan again with fewer turns and resend.
 An error that only suspects one (``Attempt.suspect``) is probed: resent trimmed to 2/3
 (and, when the same wording comes back, once more to 4/9); the probe's answer tells
-whether it was an overflow (``Wordings`` remembers).
+whether it was an overflow (``Wordings`` remembers). A plain client error (400, 413 or
+422, whatever its words) is probed too, one step, when the body outgrew every body its
+upstream answered with success for that model (``Growth``): a history that grows a turn
+at a time meets the window so.
 
 Rules of this module:
 - A retry happens only before the first byte reaches the client: it wraps "send and read
@@ -99,6 +102,29 @@ class Wordings:
             self._known.popitem(last=False)
 
 
+class Growth:
+    """The largest body (its estimate, provider tokens) each upstream answered with
+    success, per model, at most ``size`` pairs (the least recently used dropped). An
+    agent's history grows a turn at a time: a plain client error to a body larger than
+    any that passed, and of at least ``floor`` tokens, may well be the window nobody
+    has listed the wording of (``grown``)."""
+
+    def __init__(self, size: int = 1024, floor: int = 4096) -> None:
+        self._size = size
+        self._floor = floor
+        self._largest: OrderedDict[tuple[str, str], int] = OrderedDict()
+
+    def passed(self, upstream: str, model: str | None, tokens: int) -> None:
+        key = (upstream, model or "")
+        self._largest[key] = max(tokens, self._largest.get(key, 0))
+        self._largest.move_to_end(key)
+        while len(self._largest) > self._size:
+            self._largest.popitem(last=False)
+
+    def grown(self, upstream: str, model: str | None, tokens: int) -> bool:
+        return tokens >= self._floor and tokens > self._largest.get((upstream, model or ""), 0)
+
+
 async def send_with_retries(
     chat: Chat,
     send: Send,
@@ -109,14 +135,16 @@ async def send_with_retries(
     max_body: int,
     offload: Offload,
     wordings: Wordings | None = None,
+    growth: Growth | None = None,
 ) -> tuple[Attempt, Retries]:
     """The final attempt (to relay) and the loop's state, whose ``report`` is of the body
     the final answer is to. The caller drops the state before relaying: it holds that
-    body. ``wordings``: what probes taught; None: suspects are never probed."""
+    body. ``wordings``: what probes taught; None: suspects are never probed. ``growth``:
+    the largest bodies that passed; None: a plain client error is never probed."""
     # the body sent is referenced by ``state`` only: freed when a retry replaces it
     state = Retries(report=chat.report, body=chat.send_body, request_id=request_id)
     chat.send_body = b""
-    final = await _attempt(chat, state, send, wordings)
+    final = await _attempt(chat, state, send, wordings, grown=_grown(chat, growth))
     if final.retry:
         # tenacity runs only the retries: the common path pays nothing for it
         retrying = AsyncRetrying(
@@ -184,7 +212,19 @@ def unresolved(final: Attempt, sent: TrimReport) -> str | None:
     return "one-turn" if sent.kept_turns <= 1 else "retries-spent"
 
 
-async def _attempt(chat: Chat, state: Retries, send: Send, wordings: Wordings | None) -> Attempt:
+def _grown(chat: Chat, growth: Growth | None) -> bool:
+    """Whether the body first planned outgrew every one its upstream passed (``Growth``)."""
+    return growth is not None and growth.grown(
+        chat.route.name, chat.model, chat.report.tokens_after
+    )
+
+
+async def _attempt(
+    chat: Chat, state: Retries, send: Send, wordings: Wordings | None, *, grown: bool = False
+) -> Attempt:
+    """One attempt, judged: a recognised overflow (or a wording a probe proved one) is
+    retried; a suspect, on the first attempt, is probed (a plain one only when the body
+    ``grown`` past every success)."""
     result = await send(state.body)
     state.last = result
     if state.questioned is not None:
@@ -194,7 +234,12 @@ async def _attempt(chat: Chat, state: Retries, send: Send, wordings: Wordings | 
         known = wordings.verdict(chat.route.name, suspect.wording)
         if known:  # a wording an earlier probe proved an overflow
             result.overflow = Overflow(None, None)
-        elif known is None and state.retries == 0 and chat.settings.probe:
+        elif (
+            known is None
+            and state.retries == 0
+            and chat.settings.probe
+            and (suspect.worded or grown)
+        ):
             result.retry = may_retry(chat.settings, state.report, shadow=chat.shadow)
             return result
     if result.overflow is not None:
@@ -265,6 +310,7 @@ def _one_step_further(chat: Chat, state: Retries, questioned: Attempt, result: A
     first, again = questioned.suspect, result.suspect
     return (
         first is not None
+        and first.worded  # a plain error is probed one step only
         and again is not None
         and again.wording == first.wording
         and state.retries < min(PROBE_STEPS, chat.settings.max_retries)
