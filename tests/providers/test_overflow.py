@@ -919,6 +919,15 @@ def test_error_inside_a_choice_with_status_200() -> None:
         "Tokens in request more than max tokens allowed",
         "Input Tokens Exceeded: Number of input tokens exceeds maximum length.",  # Nova (Bedrock)
         "Prompt exceeds the maximum allowed input length of 131,072 tokens",
+        # a model's name with digits between the window's name and its count, a total that
+        # "would take" more; a tool's input counted with the text's; "cannot exceed N"
+        "The maximum context length of acme-7b-0425 is 8192. However, this request would "
+        "take 9000 tokens.",
+        "Max context window is 32000 tokens, but the request has about 33000 tokens (31000 "
+        "of text input, 2000 of tool input).",
+        "Total tokens (prompt and completion) cannot exceed 4096 - got 5000.",
+        # the advice an overflow gives, beside the window's name
+        "The context length of this model is 8192 tokens. Please reduce the length of the input.",
     ],
 )
 def test_generic_rule_recognises_unlisted_wordings(message: str) -> None:
@@ -960,6 +969,9 @@ def test_generic_rule_recognises_unlisted_wordings(message: str) -> None:
         "metadata.user_id: input too long",
         "The input JSON is too large; maximum size 10MB",
         "stop token length too long.",  # LightLLM: a stop sequence, not the prompt
+        "Please reduce the length of the prompt template (max 200 characters)",
+        "The tool input exceeds 4096 tokens",
+        "Total tokens cannot exceed 100000 per day for your plan",
         # Chinese quota, balance, rate, concurrency, auth, safety, output and media wordings
         "授权错误：日流控超限。超过当日最大访问量的限制",
         "授权错误：秒级流控超限。秒级并发超过授权路数限制",

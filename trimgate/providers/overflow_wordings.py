@@ -603,6 +603,7 @@ _GEN_SUBJECT_RE: Final = _p(r"\b(?:prompt|input|tokens?)\b|\b(?:prompt|input)_to
 _GEN_LIMIT_RE: Final = _p(
     r"\b(?:max|maximum|limit|length|window|size|allowed|permitted|capacity|supports?)\b"
     r"|\bmax_(?:input|prompt|context|model)"
+    r"|\b(?:cannot|can't|must not|may not) exceed \d"  # "... cannot exceed 2048 - received N"
 )
 _GEN_EXCESS_RE: Final = _p(
     r"exceed|too (?:long|large|big)|too many (?:\w+ )?tokens|longer than|greater than|more than"
@@ -610,6 +611,8 @@ _GEN_EXCESS_RE: Final = _p(
     r"|\bover (?:the )?(?:limit|maximum|max)\b"
     r"|is full\b|overflow|\d ?> ?(?:[a-z_]+ )?\d"
     r"|\bonly (?:supports?|allows?|accepts?)\b|\bsupports? (?:up to|at most)\b"
+    # the advice an overflow gives ("Please reduce the length of the prompt")
+    r"|\breduce the length of the (?:prompt|messages?|input)\b"
 )
 # A count as wordings state it: digits (with thousands commas, or a ".0" decimal) that are
 # not part of an id, a size ("10MB"), a date, a path or another decimal.
@@ -621,10 +624,12 @@ _COUNT_N: Final = r"(?<![\w.\-/])(\d+(?:,\d{3})*)(?:\.0+(?!\d))?(?![\w/]|[.\-]\d
 # message that says "tokens" and names no output (a total may hold its reservation).
 _CLAIM_LIMIT_FIRST_RE: Final = _p(
     r"\b(?:maximum|max|limit|only supports?(?: up to)?|up to|at most|(?:less|no more) than"
-    r"|cannot exceed|must be <=?)\b\D{0,60}?(?P<max>{N})"
+    r"|cannot exceed|must be <=?)\b"
+    r"(?: [a-z ]{1,30}? of [\w.:/-]+ is)?"  # "maximum context length of DeepSeek-V3-0324 is"
+    r"\D{0,60}?(?P<max>{N})"
     r"(?!\s*(?:bytes|characters|chars|[kmg]i?b)\b)\D{0,160}?"
     r"\b(?:however|but|while|whereas|received|given|got|requested|contains?|has|have"
-    r"|resulted in|you passed)\b\D{0,80}?(?P<real>{N})"
+    r"|resulted in|you passed|will take|would take)\b\D{0,80}?(?P<real>{N})"
 )
 _CLAIM_COUNT_FIRST_RE: Final = _p(
     r"(?P<real>{N})\D{0,80}?\b(?:but|while|exceeds?|exceeded|more than|greater than"
@@ -715,7 +720,9 @@ _GEN_EXCLUDE_RE: Final = _p(
     r"|\bbytes?\b|\b[kmg]i?b\b|\d ?[kmg]i?b\b|megabytes|\bjson\b"
     r"|image|audio|video|file|attachment|document|pdf"
     r"|payload|request body|body size|string too long|expected a string|array too long"
-    r"|\bitems?\b|\btools?\b|function|schema|stop (?:sequences?|tokens?|words?)|\bn\b must"
+    # (a tool's input is part of the prompt: "197771 of text input, 3555 of tool input")
+    r"|\bitems?\b|\btools?\b(?! input\b)|function|schema|stop (?:sequences?|tokens?|words?)"
+    r"|\bn\b must"
     # a cap on the number of messages, not on their size
     r"|\b(?:message count|number of messages)\b[^.;]{0,40}?\b(?:exceed|more than|greater than"
     r"|over|above|limit)"
