@@ -168,33 +168,52 @@ def test_plain_text_error_body() -> None:
 
 
 @pytest.mark.parametrize(
-    ("message", "counts", "net"),
+    ("message", "counts", "whole"),
     [
-        # the window stated whole: a retry takes the request's own output limit out of it
-        ("prompt is too long: 210000 tokens > 200000 maximum", (210000, 200000), False),
+        # the prompt alone, against a window that must hold the output limit too
+        ("prompt is too long: 210000 tokens > 200000 maximum", (210000, 200000), True),
+        (
+            "This model's maximum context length is 8192 tokens. However, your request has "
+            "9000 input tokens. Please reduce the length of the input messages.",
+            (9000, 8192),
+            True,
+        ),
+        # a total that holds the reservation, an input cap, a window read with a pair
+        (
+            "This model's maximum context length is 8192 tokens. However, you requested 9000 "
+            "tokens. Please reduce the length of the messages.",
+            (9000, 8192),
+            False,
+        ),
+        (
+            "Input tokens exceed the configured limit of 272000 tokens. Your messages "
+            "resulted in 300000 tokens.",
+            (300000, 272000),
+            False,
+        ),
         ("5012 tokens exceeds the 4096-token context window", (5012, 4096), False),
-        # the reservation itemised (a listed wording, or one no table lists): already out
+        # the reservation itemised: already out
         (
             "input length and `max_tokens` exceed context limit: 188240 + 21333 > 200000, "
             "decrease input length or `max_tokens` and try again",
             (188240, 178667),
-            True,
+            False,
         ),
         (
             "Request needs 9216 context tokens (8192 prompt + 1024 max generation), but "
             "MAX_KV_SIZE is 8192.",
             (8192, 7168),
-            True,
+            False,
         ),
     ],
-    ids=["whole", "window-alone-then-pair", "listed-sum", "itemised"],
+    ids=["anthropic", "vllm", "total", "input-cap", "window-alone-then-pair", "sum", "itemised"],
 )
-def test_a_reading_says_whether_the_window_is_net_of_the_reservation(
-    message: str, counts: tuple[int, int], net: bool
+def test_a_reading_says_whether_the_window_must_hold_the_output_too(
+    message: str, counts: tuple[int, int], whole: bool
 ) -> None:
     body = orjson.dumps({"error": {"message": message}})
     got = detect_overflow(400, body, wire_format="openai")
-    assert got is not None and (got.real, got.maximum) == counts and got.net is net
+    assert got is not None and (got.real, got.maximum) == counts and got.whole is whole
 
 
 @pytest.mark.parametrize(

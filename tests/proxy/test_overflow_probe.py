@@ -309,10 +309,10 @@ async def test_counts_that_move_with_the_trim_confirm_it_and_aim_the_ladder(
         (400, {"message": "max_tokens is too long for this model"}, {}),  # an output limit
         (400, {"message": "Image too large: 25 MB exceeds the limit"}, {}),  # media, bytes
         (400, {"message": "Text too long", "code": "insufficient_quota"}, {}),
-        # a plain error, to a body no earlier one outgrew: a 500 is passing trouble
-        (500, {"message": "Request contains an invalid argument."}, {}),
+        # a plain error before anything passed (a wrong model or key as often as not)
+        (400, {"message": "Request contains an invalid argument."}, {}),
     ],
-    ids=["off", "reactive-off", "429", "502", "output", "image", "quota", "plain-500"],
+    ids=["off", "reactive-off", "429", "502", "output", "image", "quota", "plain"],
 )
 async def test_no_probe_where_a_trim_cannot_be_the_answer(
     make_stack: MakeStack, status: int, error: dict[str, str], config: dict[str, object]
@@ -353,6 +353,13 @@ async def test_a_plain_error_to_a_body_that_outgrew_the_rest_is_probed_once(
     resp = await stack.client.post(PATH, json=openai_chat(56, model="gpt-4o"))
     assert resp.status == 200 and "x-trimgate-probe" not in resp.headers
     assert resp.headers["x-trimgate-reason"] == "reactive"
+    # what it taught holds past every success only: the same words to a body no larger
+    # than one that passed (a dropped turn that fixed it may have held another fault)
+    seen = len(fake.requests)
+    fake.responder = lambda r: invalid_argument()
+    resp = await stack.client.post(PATH, json=openai_chat(12, model="gpt-4o"))
+    assert resp.status == 400 and len(fake.requests) == seen + 1
+    assert resp.headers["x-trimgate-retries"] == "0"
 
 
 async def test_a_plain_error_is_probed_only_past_every_success_and_one_step_only(
@@ -376,16 +383,33 @@ async def test_a_plain_error_is_probed_only_past_every_success_and_one_step_only
     assert resp.headers["x-trimgate-trimmed"] == "false"
 
 
+@pytest.mark.parametrize("status", [500, 424])
+async def test_a_plain_500_or_424_is_never_probed(make_stack: MakeStack, status: int) -> None:
+    # they pass on whatever went wrong upstream: a resend may get past it by chance
+    calls = itertools.count()
+    error = {"error": {"message": "Request contains an invalid argument."}}
+    fake = FakeProvider(
+        lambda r: json_reply(openai_ok(10)) if next(calls) == 0 else json_reply(error, status)
+    )
+    stack = await make_stack(fake)
+    assert (await stack.client.post(PATH, json=openai_chat(12, model="gpt-4o"))).status == 200
+    resp = await stack.client.post(PATH, json=openai_chat(48, model="gpt-4o"))
+    assert resp.status == status and len(fake.requests) == 2
+    assert "x-trimgate-probe" not in resp.headers
+
+
 def test_growth_keeps_the_largest_body_that_passed_per_upstream_and_model() -> None:
     growth = retry.Growth(size=2, floor=1000)
+    assert not growth.grown("a", "m", 50_000)  # nothing passed yet: a first error is not
+    growth.passed("a", "m", 500)
     assert growth.grown("a", "m", 1000) and not growth.grown("a", "m", 999)  # the floor
     growth.passed("a", "m", 5000)
     growth.passed("a", "m", 3000)  # a smaller success lowers nothing
     assert not growth.grown("a", "m", 5000) and growth.grown("a", "m", 5001)
-    assert growth.grown("b", "m", 2000) and growth.grown("a", "n", 2000)
-    growth.passed("a", "n", 9000)
-    growth.passed("a", None, 9000)  # bounded: the least recently used goes first
-    assert growth.grown("a", "m", 2000) and not growth.grown("a", None, 9000)
+    assert not growth.grown("b", "m", 9000) and not growth.grown("a", "n", 9000)
+    growth.passed("a", "n", 2000)
+    growth.passed("a", None, 2000)  # bounded: the least recently used goes first
+    assert not growth.grown("a", "m", 9000) and growth.grown("a", None, 9000)
 
 
 async def test_a_lone_turn_is_never_probed(make_stack: MakeStack) -> None:

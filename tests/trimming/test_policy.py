@@ -152,21 +152,21 @@ def test_a_fixed_understated_count_still_shrinks_the_prompt_geometrically() -> N
     assert targets[2] < 90_000 * 0.45  # then 2/3 of each previous attempt
 
 
-def test_a_window_stated_whole_leaves_the_requests_output_limit_out() -> None:
+def test_a_window_the_output_must_fit_too_leaves_the_requests_output_limit_out() -> None:
     # Anthropic's "prompt is too long: 210000 tokens > 200000 maximum" to a request that
     # reserves 32,000 tokens: the prompt must fit 168,000, not 200,000
     first = make_policy(Settings(), 200_000, output_limit=32_000)
     assert first.reserve == 32_000 and first.budget == 168_000
     sent = report(kept=40, after=190_000)
-    nxt = next_attempt(first, sent, 210_000, 200_000, net=False)
+    nxt = next_attempt(first, sent, 210_000, 200_000, whole=True)
     assert nxt.budget == reactive_budget(190_000, 210_000, 168_000)
     assert nxt.reserve == 32_000  # and so does every later attempt
-    # a maximum the error already stated net of a reservation it itemised is taken as is
-    assert next_attempt(first, sent, 210_000, 168_000).budget == reactive_budget(
-        190_000, 210_000, 168_000
+    # any other maximum (net of a reservation, an input cap, beside a total) is taken as is
+    assert next_attempt(first, sent, 210_000, 200_000).budget == reactive_budget(
+        190_000, 210_000, 200_000
     )
     # a prompt under the window that the reservation pushes over: aimed, not 2/3
-    assert next_attempt(first, sent, 190_000, 200_000, net=False).budget == reactive_budget(
+    assert next_attempt(first, sent, 190_000, 200_000, whole=True).budget == reactive_budget(
         190_000, 190_000, 168_000
     )
 
@@ -175,11 +175,11 @@ def test_no_reservation_is_taken_out_when_off_or_as_large_as_the_window() -> Non
     sent = report(kept=40, after=190_000)
     off = make_policy(Settings(reserve_output=False), 200_000, output_limit=32_000)
     assert off.reserve == 0
-    assert next_attempt(off, sent, 210_000, 200_000, net=False).budget == reactive_budget(
+    assert next_attempt(off, sent, 210_000, 200_000, whole=True).budget == reactive_budget(
         190_000, 210_000, 200_000
     )
     huge = make_policy(Settings(), 200_000, output_limit=250_000)
-    assert next_attempt(huge, sent, 210_000, 200_000, net=False).budget == reactive_budget(
+    assert next_attempt(huge, sent, 210_000, 200_000, whole=True).budget == reactive_budget(
         190_000, 210_000, 200_000
     )
 

@@ -163,12 +163,12 @@ def _body_facts(status: int, body: bytes, head: bytes) -> _Facts | None:
 def _sse_head(head: bytes) -> bool:
     """Whether a body starts as SSE text: a data, event or comment line, or a field no
     standard names that a server writes all the same (an ``error:`` line; Flowise's
-    ``message:`` line before its data)."""
+    ``message:`` line right before its data, not a plain-text "message: ..." error)."""
     return (
         head[:5] == b"data:"
         or head[:6] in (b"event:", b"error:")
-        or head[:8] == b"message:"
         or head[:1] == b":"
+        or (head[:8] == b"message:" and head[8:].lstrip(b" \r\n")[:5] == b"data:")
     )
 
 

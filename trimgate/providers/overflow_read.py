@@ -20,6 +20,7 @@ from trimgate.providers.overflow_wordings import (
     _CODE_SUBJECTS,
     _COUNT_RE,
     _CTX_SIZE_RE,
+    _GEN_ADVICE_RE,
     _GEN_CONTEXT_RE,
     _GEN_EXCESS_RE,
     _GEN_EXCLUDE_RE,
@@ -80,10 +81,13 @@ Patterns = tuple[re.Pattern[str], ...]  # compiled operator patterns (compile_pa
 class Overflow:
     real: int | None  # prompt tokens the provider says the request had (None if not stated)
     maximum: int | None  # the limit it states (None if not stated)
-    # the maximum already leaves out an output reservation the error itemised; otherwise
-    # the retry takes the request's own output limit out of it (reserve_output_tokens).
-    # How the counts were read, not what they are: two readings of the same counts are equal
-    net: bool = field(default=False, compare=False)
+    # real is the prompt alone, and maximum a whole window that must hold the request's
+    # output limit too (a wording that says so: Anthropic's "prompt is too long: P tokens
+    # > L maximum", checked before the prompt and max_tokens together): the retry takes
+    # that limit out of it (reserve_output_tokens). Not set where the maximum is an input
+    # cap, already net of a reservation, or beside a total that holds one. How the counts
+    # were read, not what they are: two readings of the same counts are equal
+    whole: bool = field(default=False, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,7 +256,7 @@ def _walk_document(doc: Any, facts: _Facts, depth: int, *, error_status: bool) -
     choices = doc.get("choices")
     if isinstance(choices, list) and _walk_choices(choices, facts, depth):
         return True
-    if _spoofed_error(doc, facts, depth):
+    if _spoofed_error(doc, facts, depth) or _api_error_chunk(doc, facts, depth):
         return True
     if _window_stop(doc):
         facts.codes.add(WINDOW_STOP)
@@ -327,11 +331,7 @@ def _spoofed_error(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
     shows them: the reply's text is the error, its ``finish_reason`` (a chat completion or
     chunk) or ``stop_reason`` (an Anthropic message) is "Proxy error (HTTP 400 Bad
     Request)", and the text ends in ``<!-- oai-proxy-error -->``. Only both together make
-    a reply an error (a model writes neither reason), read with the status it names.
-    Argonne's FIRST gateway streams an upstream's error as a chunk of its own id
-    ``chatcmpl-api-error`` whose text starts "[ERROR]" (``_api_error_chunk``)."""
-    if _api_error_chunk(doc, facts, depth):
-        return True
+    a reply an error (a model writes neither reason), read with the status it names."""
     reason: Any = doc.get("stop_reason")
     text: Any = None
     if isinstance(reason, str):
@@ -358,8 +358,9 @@ def _spoofed_error(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
 
 
 def _api_error_chunk(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
-    """FIRST's error chunk: its id and the "[ERROR]" its text starts with (a model chooses
-    neither), the upstream's error body inside the text, read as an error's message."""
+    """Argonne's FIRST gateway streams an upstream's error as a chunk of its own id
+    ``chatcmpl-api-error`` whose text starts "[ERROR]" (a model chooses neither), the
+    upstream's error body inside the text: read as an error's message."""
     choices = doc.get("choices")
     if doc.get("id") != _API_ERROR_ID or not isinstance(choices, list) or not choices:
         return False
@@ -455,7 +456,8 @@ def _read_message(text: str) -> Overflow | None:
                 return _NOT_FIXABLE
             limit = available
         if real is not None or limit is not None:
-            return Overflow(real, limit, net=comp is not None and limit is not None)
+            whole = comp is None and groups.get("whole") is not None
+            return Overflow(real, limit, whole=whole)
         if countless is None:  # keep looking for a pattern that also reads the counts
             countless = Overflow(None, None)
     return countless
@@ -491,6 +493,8 @@ def _generic(text: str) -> bool:
     (``_GEN_ZH_*``)."""
     if _GEN_EXCLUDE_RE.search(text) is not None:
         return False
+    if _GEN_ADVICE_RE.search(text) is not None and _GEN_CONTEXT_RE.search(text) is not None:
+        return True  # "maximum context length is N tokens. Please reduce the length of the prompt"
     if _GEN_EXCESS_RE.search(text) is None:
         return (
             _GEN_ZH_EXCESS_RE.search(text) is not None
@@ -555,7 +559,7 @@ def _itemised(text: str) -> Overflow | None:
     prompt = sum(prompts)
     if prompt + reserved <= window:
         return None
-    return Overflow(prompt, window - reserved, net=True)
+    return Overflow(prompt, window - reserved)
 
 
 def _negative_limit(text: str) -> bool:
@@ -679,7 +683,10 @@ def _unlisted(status: int, facts: _Facts) -> Overflow | None:
 
 def _exception_names(texts: list[str]) -> set[str]:
     """The exception class names a message prints ("{'type': 'TokenOverflowError'}",
-    "MaxSequenceLengthOverflowError: ..."), read as codes ("token_overflow_error")."""
+    "MaxSequenceLengthOverflowError: ..."), read as codes ("token_overflow_error"), unless
+    a message names what a trim cannot fix ("... exceeded for today")."""
+    if any(map(_untrimmable, texts)):
+        return set()
     return {
         _CAMEL_RE.sub("_", match.group(0)).lower()
         for text in texts
@@ -810,29 +817,24 @@ def _has_hint(lowered: bytes) -> bool:
 # --------------------------------------------------------------------------- suspects
 
 
-def _suspect_text(text: str) -> bool:
-    """A message naming a size subject (the prompt, input, context, text, messages...)
-    and an excess, and no output, byte or media size, schema or time limit."""
-    if (
+def _untrimmable(text: str) -> bool:
+    """A message that names what a trim cannot fix: an output, a byte or media size, a
+    schema, field, batch or time limit, a period's quota."""
+    return (
         _GEN_EXCLUDE_RE.search(text) is not None
         or _GEN_ZH_EXCLUDE_RE.search(text) is not None
         or _OUTPUT_WORD_RE.search(text) is not None
-    ):
+    )
+
+
+def _suspect_text(text: str) -> bool:
+    """A message naming a size subject (the prompt, input, context, text, messages...)
+    and an excess, and nothing a trim cannot fix (``_untrimmable``)."""
+    if _untrimmable(text):
         return False
     if _GEN_EXCESS_RE.search(text) is None and _GEN_ZH_EXCESS_RE.search(text) is None:
         return False
     return _SUSPECT_SUBJECT_RE.search(text) is not None
-
-
-def _plain(texts: list[str]) -> bool:
-    """A message, and none that names what a trim cannot fix (an output, a byte or media
-    size, a schema, field or time limit: the words ``_suspect_text`` excludes)."""
-    return bool(texts) and not any(
-        _GEN_EXCLUDE_RE.search(text) is not None
-        or _GEN_ZH_EXCLUDE_RE.search(text) is not None
-        or _OUTPUT_WORD_RE.search(text) is not None
-        for text in texts
-    )
 
 
 def _suspect(status: int, facts: _Facts, *, plain: bool = False) -> Suspect | None:
@@ -848,7 +850,8 @@ def _suspect(status: int, facts: _Facts, *, plain: bool = False) -> Suspect | No
     worded = any(map(_suspect_text, facts.texts)) or (
         status == 413 and any(_SUSPECT_413_RE.search(text) for text in facts.texts)
     )
-    if not worded and not (plain and status in _PLAIN_STATUSES and _plain(facts.texts)):
+    plain = plain and status in _PLAIN_STATUSES and bool(facts.texts)
+    if not worded and not (plain and not any(map(_untrimmable, facts.texts))):
         return None
     text = _SUSPECT_ID_RE.sub("#", " | ".join(facts.texts)[:_SUSPECT_KEY_CHARS])
     numbers = tuple(int(n.replace(",", "")) for n in _SUSPECT_NUMBER_RE.findall(text))

@@ -173,7 +173,9 @@ _PROMPT_PARTS_2: Final = frozenset(
 # A pattern's named groups: real (prompt tokens), max (window), comp (output reservation),
 # total (everything requested), parts (an itemised breadcrumb), over (the excess over max,
 # so real = max + over), withres (prompt and output reservation, not itemised: over twice
-# max, no trim can help). Order: specific first.
+# max, no trim can help), whole (empty: real is the prompt alone, against a window that
+# must hold the request's output limit too, which the provider checks next: a retry takes
+# that limit out of max). Order: specific first.
 _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
     # vLLM >= 0.8: "... maximum context length is L tokens. However, you requested C output
     # tokens and your prompt contains at least P input tokens ..."
@@ -202,7 +204,7 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
     # OpenAI / Azure / vLLM / FastChat / DeepSeek
     _p(
         r"maximum context length is (?P<max>{N}) tokens?[.,]? however,? your"
-        r" (?:messages|prompt) resulted in (?:over )?(?P<real>{N}) tokens"
+        r" (?:messages|prompt) resulted in (?:over )?(?P<real>{N}) tokens(?P<whole>)"
     ),
     # OpenAI / Azure / vLLM / DeepSeek / OpenRouter (itemised or not)
     _p(
@@ -224,7 +226,7 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
     _p(r"requested token count exceeds the model'?s maximum context length of (?P<max>{N}) tokens"),
     _p(r"maximum context length (?:has been|was) exceeded"),
     # Anthropic (also through Bedrock, Vertex, OpenRouter, LiteLLM)
-    _p(r"prompt is too long: (?P<real>{N}) tokens > (?P<max>{N}) maximum"),
+    _p(r"prompt is too long: (?P<real>{N}) tokens > (?P<max>{N}) maximum(?P<whole>)"),
     # Ollama (newer)
     _p(r"prompt is too long: (?P<real>{N}), model maximum context length: (?P<max>{N})"),
     _p(
@@ -344,7 +346,7 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
     # vLLM: "... maximum context length is L tokens. However, your request has P input tokens."
     _p(
         r"maximum context length is (?P<max>{N}) tokens?[.,]? however,? your request has"
-        r" (?P<real>{N}) input tokens"
+        r" (?P<real>{N}) input tokens(?P<whole>)"
     ),
     # vLLM (older): max_tokens defaulted to max_model_len - prompt_tokens went negative
     _p(r"max_tokens must be at least 1, got -\d+"),
@@ -611,9 +613,10 @@ _GEN_EXCESS_RE: Final = _p(
     r"|\bover (?:the )?(?:limit|maximum|max)\b"
     r"|is full\b|overflow|\d ?> ?(?:[a-z_]+ )?\d"
     r"|\bonly (?:supports?|allows?|accepts?)\b|\bsupports? (?:up to|at most)\b"
-    # the advice an overflow gives ("Please reduce the length of the prompt")
-    r"|\breduce the length of the (?:prompt|messages?|input)\b"
 )
+# The advice an overflow gives ("Please reduce the length of the prompt"): its excess, read
+# beside the window's name only (``_GEN_CONTEXT_RE``), never beside "length" alone
+_GEN_ADVICE_RE: Final = _p(r"\breduce the length of the (?:prompt|messages?|input)\b")
 # A count as wordings state it: digits (with thousands commas, or a ".0" decimal) that are
 # not part of an id, a size ("10MB"), a date, a path or another decimal.
 _COUNT_N: Final = r"(?<![\w.\-/])(\d+(?:,\d{3})*)(?:\.0+(?!\d))?(?![\w/]|[.\-]\d|,\d)"
@@ -625,7 +628,8 @@ _COUNT_N: Final = r"(?<![\w.\-/])(\d+(?:,\d{3})*)(?:\.0+(?!\d))?(?![\w/]|[.\-]\d
 _CLAIM_LIMIT_FIRST_RE: Final = _p(
     r"\b(?:maximum|max|limit|only supports?(?: up to)?|up to|at most|(?:less|no more) than"
     r"|cannot exceed|must be <=?)\b"
-    r"(?: [a-z ]{1,30}? of [\w.:/-]+ is)?"  # "maximum context length of DeepSeek-V3-0324 is"
+    # "maximum context length of DeepSeek-V3-0324 is": a model's name, after the window's
+    r"(?: (?:context|sequence|input|prompt)(?: length| window| size)? of [\w.:/-]+ is)?"
     r"\D{0,60}?(?P<max>{N})"
     r"(?!\s*(?:bytes|characters|chars|[kmg]i?b)\b)\D{0,160}?"
     r"\b(?:however|but|while|whereas|received|given|got|requested|contains?|has|have"
@@ -720,8 +724,8 @@ _GEN_EXCLUDE_RE: Final = _p(
     r"|\bbytes?\b|\b[kmg]i?b\b|\d ?[kmg]i?b\b|megabytes|\bjson\b"
     r"|image|audio|video|file|attachment|document|pdf"
     r"|payload|request body|body size|string too long|expected a string|array too long"
-    # (a tool's input is part of the prompt: "197771 of text input, 3555 of tool input")
-    r"|\bitems?\b|\btools?\b(?! input\b)|function|schema|stop (?:sequences?|tokens?|words?)"
+    # (a tool's input counted in the prompt is not a tool limit: "3555 of tool input")
+    r"|\bitems?\b|(?<!of )\btools?\b|function|schema|stop (?:sequences?|tokens?|words?)"
     r"|\bn\b must"
     # a cap on the number of messages, not on their size
     r"|\b(?:message count|number of messages)\b[^.;]{0,40}?\b(?:exceed|more than|greater than"

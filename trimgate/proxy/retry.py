@@ -106,8 +106,8 @@ class Growth:
     """The largest body (its estimate, provider tokens) each upstream answered with
     success, per model, at most ``size`` pairs (the least recently used dropped). An
     agent's history grows a turn at a time: a plain client error to a body larger than
-    any that passed, and of at least ``floor`` tokens, may well be the window nobody
-    has listed the wording of (``grown``)."""
+    the largest that passed, and of at least ``floor`` tokens, may well be the window
+    nobody has listed the wording of (``grown``)."""
 
     def __init__(self, size: int = 1024, floor: int = 4096) -> None:
         self._size = size
@@ -122,7 +122,10 @@ class Growth:
             self._largest.popitem(last=False)
 
     def grown(self, upstream: str, model: str | None, tokens: int) -> bool:
-        return tokens >= self._floor and tokens > self._largest.get((upstream, model or ""), 0)
+        """Past the largest body that passed; never before one has (a first request's
+        error is a wrong model name or key as often as a window)."""
+        largest = self._largest.get((upstream, model or ""))
+        return largest is not None and tokens >= self._floor and tokens > largest
 
 
 async def send_with_retries(
@@ -230,16 +233,18 @@ async def _attempt(
     if state.questioned is not None:
         return _probed(chat, state, result, wordings)
     suspect = result.suspect
-    if result.overflow is None and suspect is not None and wordings is not None:
+    # a plain error is questioned only past every success, and so is what a probe of it
+    # taught (a dropped turn that fixed one may have held some other fault)
+    if (
+        result.overflow is None
+        and suspect is not None
+        and wordings is not None
+        and (suspect.worded or grown)
+    ):
         known = wordings.verdict(chat.route.name, suspect.wording)
         if known:  # a wording an earlier probe proved an overflow
             result.overflow = Overflow(None, None)
-        elif (
-            known is None
-            and state.retries == 0
-            and chat.settings.probe
-            and (suspect.worded or grown)
-        ):
+        elif known is None and state.retries == 0 and chat.settings.probe:
             result.retry = may_retry(chat.settings, state.report, shadow=chat.shadow)
             return result
     if result.overflow is not None:
@@ -354,8 +359,8 @@ async def _retry(
         overflow.real if overflow else None,
         overflow.maximum if overflow else None,
         retry=state.retries,
-        # a probe's counts may be in any unit: no output limit in tokens is taken out
-        net=overflow is None or overflow.net or state.probe is not None,
+        # (a probe's counts may be in any unit: no output limit in tokens is taken out)
+        whole=overflow is not None and overflow.whole and state.probe is None,
     )
     try:
         report, body = await replan(chat, policy, max_body, offload)

@@ -832,7 +832,7 @@ class ResponsesMode:
             return
         if not chat.report.trimmed:  # the plan kept it all: the overflow says it is too long
             policy = next_attempt(
-                chat.policy, chat.report, overflow.real, overflow.maximum, net=overflow.net
+                chat.policy, chat.report, overflow.real, overflow.maximum, whole=overflow.whole
             )
             max_body = self.proxy.config.server.max_body_bytes
             try:

@@ -45,7 +45,7 @@ class Policy:
     step: int = 0  # cache-stable cuts: grid step in raw estimate tokens; 0 = minimal cuts
     anchor_limit: int = 0  # the largest anchor pinned, provider tokens; 0 = no anchor
     # the request's output limit, taken out of the budget (reserve_output_tokens): a
-    # retry takes it out of the window an overflow states too; 0 = none
+    # retry takes it out of a window an overflow states whole too; 0 = none
     reserve: int = 0
 
 

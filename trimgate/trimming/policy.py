@@ -124,7 +124,7 @@ def next_attempt(
     maximum: int | None,
     *,
     retry: int = 0,
-    net: bool = True,
+    whole: bool = False,
 ) -> Policy:
     """The policy of the attempt after an overflow of the body ``sent``: at least one turn
     fewer, within the budget the overflow's own counts imply (``reactive_budget``). Its cut
@@ -136,13 +136,13 @@ def next_attempt(
     never change) still sees the prompt shrink geometrically: the ladder reaches a fit
     within a few retries instead of dropping one turn at a time.
 
-    ``net`` is false when ``maximum`` is a window that may still have to hold the
-    request's output limit (the error itemised none): the deficit is then taken against
-    the window less that limit (``policy.reserve``), as the first plan's budget was, so
-    that a provider that checks the prompt and the limit together is not answered with a
-    retry that fits the prompt alone. A reservation as large as the window is not taken
-    out (the error would say no prompt fits; the ladder ends as it would have)."""
-    if not net and real and maximum and 0 < policy.reserve < maximum:
+    ``whole``: ``real`` is the prompt alone and ``maximum`` a window that must hold the
+    request's output limit too, which the provider checks next (Anthropic's "prompt is
+    too long", then "input length and `max_tokens` exceed context limit"). The deficit is
+    then taken against the window less that limit (``policy.reserve``), so that one retry
+    fits both checks rather than the first alone. A reservation as large as the window is
+    not taken out (no prompt fits; the ladder ends as it would have)."""
+    if whole and real and maximum and 0 < policy.reserve < maximum:
         maximum -= policy.reserve
     budget = reactive_budget(sent.tokens_after, real, maximum)
     if retry > 0:
