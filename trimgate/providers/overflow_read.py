@@ -99,7 +99,7 @@ class Suspect:
     numbers: tuple[int, ...]  # the numbers its messages state, in order
     # its words point at the prompt's size; False: a plain 400, 413 or 422 with a message
     # (``detect_suspect(plain=True)``), which the shell probes only for a request larger
-    # than any its upstream answered lately. Not part of the wording's key
+    # than the largest its upstream answered with success. Not part of the wording's key
     worded: bool = field(default=True, compare=False)
 
 
