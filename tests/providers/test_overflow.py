@@ -286,6 +286,18 @@ def test_a_plain_client_error_is_a_suspect_only_when_asked_and_not_worded(
     assert (detect_suspect(status, body) is not None) is bool(worded)
 
 
+def test_an_error_written_as_text_into_a_stream_is_read() -> None:
+    crane = b"data: error: Prompt length (33210) exceeds server max_seq_len (32768)\n\n"
+    assert detect_stream_overflow(crane, wire_format="openai") == Overflow(33210, 32768)
+    named = b"event: error\ndata: Prompt is too long\n\n"
+    assert detect_stream_overflow(named, wire_format="openai") == Overflow(None, None)
+    # text that is no error (a model's output always comes as JSON) decides nothing of it
+    said = b"data: Prompt length (33210) exceeds server max_seq_len (32768)\n\n"
+    assert detect_stream_overflow(said, wire_format="openai") is None
+    rate = b"data: error: rate limit reached, 60 requests per minute\n\n"
+    assert detect_stream_overflow(rate, wire_format="openai") is None
+
+
 def test_html_pages_are_never_read() -> None:
     page = (
         b"<html><body><h1>400 Bad Request</h1><p>This model's maximum context length is 10 "

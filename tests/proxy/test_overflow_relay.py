@@ -226,8 +226,10 @@ async def test_a_refusal_relayed_as_424_or_502_is_retried(
             ].encode()
             + b"\n\n"
         ],
+        # Crane's error written as text into the data line
+        [b"data: error: Prompt length (33210) exceeds server max_seq_len (32768)\n\n"],
     ],
-    ids=["openrouter-choice-after-role", "litellm-data-error", "flowise-event-error"],
+    ids=["openrouter-choice-after-role", "litellm-data-error", "flowise-event-error", "text"],
 )
 async def test_a_gateways_stream_error_before_output_is_retried(
     make_stack: MakeStack, frames: list[bytes]

@@ -334,7 +334,7 @@ def _event_verdict(
     try:
         doc = orjson.loads(payload)
     except orjson.JSONDecodeError:
-        return True, None
+        return True, _text_event(name, payload, patterns)
     facts = _Facts()
     if _walk_document(doc, facts, 0, error_status=name == "error"):
         # An error event decides, whether or not it is an overflow.
@@ -346,6 +346,19 @@ def _event_verdict(
     if name in _LIFECYCLE_TYPES:
         return False, None
     return _doc_has_output(doc), None
+
+
+def _text_event(name: str, payload: bytes, patterns: Patterns) -> Overflow | None:
+    """The overflow an event that is not JSON states: read only when it is an error
+    written as text ("event: error", or "data: error: Prompt length (P) exceeds server
+    max_seq_len (L)" as Crane writes it); a model's output never comes so."""
+    if name != "error" and payload[:6].lower() != b"error:":
+        return None
+    if not patterns and not _has_hint(payload.lower()):
+        return None
+    facts = _Facts()
+    facts.texts.append(payload.decode("utf-8", "replace"))
+    return _decide(200, facts, patterns)
 
 
 def stream_head_decided(head: bytes) -> bool:

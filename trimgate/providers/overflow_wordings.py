@@ -892,7 +892,7 @@ _COUNT_RE: Final = re.compile(_COUNT_N, re.ASCII)  # "上限4096": a count besid
 _LIMIT_ONLY_RE: Final = _p(
     r"\b(?:limit|maximum|max|window|context (?:length|size))\b(?:\s+(?:is|of))?\W{0,3}"
     + _COUNT_N
-    + r"\s*tokens\b"
+    + r"(?:\s*tokens\b|\.?\s*$)"  # "... tokens", or the message's last word ("Model limit: 4096.")
 )
 # ... or in parentheses right after the window's name: "exceeds context window size (4096)"
 _LIMIT_PAREN_RE: Final = _p(r"\bcontext (?:window )?(?:length|size) \((\d+(?:,\d{3})*)\)")
