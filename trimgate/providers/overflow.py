@@ -210,8 +210,9 @@ def detect_suspect(status: int, body: bytes, *, plain: bool = False) -> Suspect 
     schema or time limit, under status 400, 413, 422, 424 or 500; or a 413 that says the
     request or its payload is too large (a byte limit a smaller history may pass).
     Rate-limit, quota, billing, auth and safety answers never are, nor are HTML pages and
-    streams. ``plain``: any other 400, 413 or 422 with a message is one too, not
-    ``worded`` (the shell probes it only for a request that outgrew every success).
+    streams. ``plain``: any other 400, 413 or 422 with a message that names nothing a
+    trim cannot fix is one too, not ``worded`` (the shell probes it only for a request
+    larger than the largest that passed).
 
     Such an answer is worth a probe, a resend trimmed to 2/3 (4/9 at a second step): its
     ``wording`` keys what the probe taught, ``confirm_suspect`` reads the probe's answer."""

@@ -2,9 +2,9 @@
 An error that only suspects one (``Attempt.suspect``) is probed: resent trimmed to 2/3
 (and, when the same wording comes back, once more to 4/9); the probe's answer tells
 whether it was an overflow (``Wordings`` remembers). A plain client error (400, 413 or
-422, whatever its words) is probed too, one step, when the body outgrew every body its
-upstream answered with success for that model (``Growth``): a history that grows a turn
-at a time meets the window so.
+422 that names nothing a trim cannot fix, however else it is worded) is probed too, one
+step, when the body is larger than the largest its upstream answered with success for
+that model (``Growth``): a history that grows a turn at a time meets the window so.
 
 Rules of this module:
 - A retry happens only before the first byte reaches the client: it wraps "send and read
