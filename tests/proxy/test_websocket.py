@@ -25,7 +25,7 @@ from aiohttp.test_utils import TestServer
 from prometheus_client import CollectorRegistry
 from websockets.exceptions import InvalidStatus
 
-from bench.agent_fake import AgentFake, Script
+from bench.agent_fake import AgentFake, Script, responses_events, rough_tokens
 from tests.proxy.conftest import ProxyTestServer, config_for, no_sleep, raw_request
 from trimgate.proxy.app import HUB, create_app
 from trimgate.proxy.examine import Chat, Examiner
@@ -328,6 +328,72 @@ async def test_a_chained_overflow_is_recovered_from_the_whole_chain(make_ws: Mak
     assert 2 < len(last) < len(turns(6)) + 2  # the first output kept, old turns dropped
     (event,) = [e for e in stack.events() if e["type"] == "history_trimmed"]
     assert event["reason"] == "reactive"
+
+
+def vllm_checks_app(window: list[int], creates: list[dict[str, Any]]) -> web.Application:
+    """A Responses WebSocket upstream that checks as vLLM does: the prompt against the
+    window (``window[0]`` tokens, 0 for none), then the prompt and ``max_output_tokens``
+    together. It keeps each response's input and output for ``previous_response_id``."""
+    kept: dict[str, list[Any]] = {}
+
+    async def responses(request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse()
+        await ws.prepare(request)
+        async for msg in ws:
+            event = json.loads(msg.data)
+            creates.append(event)
+            items = kept.get(event.get("previous_response_id", ""), []) + event["input"]
+            prompt, reserve = rough_tokens(json.dumps(items)), event["max_output_tokens"]
+            limit = window[0] or prompt + reserve
+            message = f"This model's maximum context length is {limit} tokens"
+            if prompt > limit:
+                message += f". However, your request has {prompt} input tokens."
+            elif prompt + reserve > limit:
+                message = (
+                    f"'max_tokens' or 'max_completion_tokens' is too large: {reserve}. "
+                    f"{message} and your request has {prompt} input tokens "
+                    f"({reserve} > {limit} - {prompt})."
+                )
+            else:
+                rid = f"resp_{len(creates)}"
+                kept[rid] = items
+                for answer in responses_events(event["model"], rid, [], prompt):
+                    await ws.send_json(answer)
+                continue
+            error = {"type": "invalid_request_error", "code": None, "message": message}
+            await ws.send_json({"type": "error", "status": 400, "error": error})
+        return ws
+
+    app = web.Application()
+    app.router.add_get("/v1/responses", responses)
+    return app
+
+
+async def test_a_chain_recovered_against_a_window_stated_whole_spares_the_output(
+    make_ws: MakeWs,
+) -> None:
+    """vLLM states the window whole against the prompt alone; the rebuilt chain is aimed
+    at it less ``max_output_tokens``, so that one resend fits rather than a second one
+    answering the sum check."""
+    window: list[int] = [0]
+    sent: list[dict[str, Any]] = []
+    stack = await make_ws(vllm_checks_app(window, sent))
+    async with sdk(stack.base).responses.connect() as conn:
+        create = {"type": "response.create", "model": "big-x", "max_output_tokens": 300}
+        first = await one_response(conn, {**create, "input": turns(8)})
+        window[0] = int(rough_tokens(json.dumps(turns(8))) * 0.8)  # the chain no longer fits
+        seen = await one_response(
+            conn,
+            {
+                **create,
+                "previous_response_id": first[-1].response.id,
+                "input": [{"role": "user", "content": "and now?"}],
+            },
+        )
+    assert seen[-1].type == "response.completed", seen
+    assert len(sent) == 3 and "previous_response_id" not in sent[2]  # one resend fits
+    resent = rough_tokens(json.dumps(sent[2]["input"]))
+    assert window[0] - 300 - 2 * rough_tokens(json.dumps(turns(1))) < resent <= window[0] - 300
 
 
 async def test_a_chain_beyond_the_kept_bytes_is_not_recovered(make_ws: MakeWs) -> None:
