@@ -274,6 +274,10 @@ def test_only_firsts_own_error_chunk_is_read_as_an_error() -> None:
         (400, "max_tokens must be at most 4096", None),  # what a trim cannot fix
         (400, "Invalid image: unsupported format", None),
         (400, "You exceeded your current quota", None),
+        # a rate limit named by its exception class (no spaces between the words)
+        (400, "TokensPerMinuteExceededError: try again in 20s", None),
+        (400, "RequestsPerDayLimitReached", None),
+        (400, "TooManyRequestsException", None),
         (429, "Request contains an invalid argument.", None),
     ],
 )

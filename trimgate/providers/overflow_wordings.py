@@ -140,7 +140,9 @@ _CODE_EXCLUDES: Final = (
 _MAX_CODE_LENGTH: Final = 80  # longer "codes" are sentences, read as messages only
 _RATE_RE: Final = re.compile(
     r"rate[ _-]?limit|(?:tokens?|requests?) per (?:sec|second|min|minute|hour|day)\b"
-    r"|\b(?:tpm|rpm|tpd|rpd|itpm|otpm)\b|quota|too many requests|throttl"
+    # the same as an exception class names them: "TokensPerMinuteExceededError"
+    r"|(?:tokens?|requests?)per(?:second|minute|hour|day)"
+    r"|\b(?:tpm|rpm|tpd|rpd|itpm|otpm)\b|quota|too ?many ?requests|throttl"
     r"|resource[ _]exhausted|insufficient[ _](?:quota|balance|credits?)",
     re.IGNORECASE | re.ASCII,  # "超过TPM限制": ASCII boundaries, as ``_p``'s
 )
@@ -830,6 +832,11 @@ _RATE_HINTS: Final = (
     "rpd",
     "quota",
     "too many requests",
+    "toomanyrequests",
+    "persecond",  # "TokensPerMinute", "RequestsPerDay"... lower-cased
+    "perminute",
+    "perhour",
+    "perday",
     "throttl",
     "exhausted",
     "insufficient",
