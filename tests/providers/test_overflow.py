@@ -302,6 +302,22 @@ def test_an_error_written_as_text_into_a_stream_is_read() -> None:
     assert detect_stream_overflow(rate, wire_format="openai") is None
 
 
+def test_a_typed_error_event_without_an_error_key_is_read() -> None:
+    # eurouter relays vLLM's refusal as {"message", "type": "stream_error", "code"}
+    vllm = (
+        "400 This model's maximum context length is 262144 tokens. However, you requested "
+        "65539 output tokens and your prompt contains at least 196606 input tokens"
+    )
+    event = {"message": vllm, "type": "stream_error", "code": "BAD_REQUEST"}
+    sse = b"data: " + orjson.dumps(event) + b"\n\n"
+    assert detect_stream_overflow(sse, wire_format="openai") == Overflow(196606, 196605)
+    # a type that ends in "error" but carries no message of its own is not an error event,
+    # nor is a chunk typed otherwise that quotes the words
+    for doc in ({"type": "stream_error", "text": vllm}, {"type": "delta", "message": vllm}):
+        sse = b"data: " + orjson.dumps(doc) + b"\n\n"
+        assert detect_stream_overflow(sse, wire_format="openai") is None, doc
+
+
 def test_html_pages_are_never_read() -> None:
     page = (
         b"<html><body><h1>400 Bad Request</h1><p>This model's maximum context length is 10 "
@@ -963,6 +979,9 @@ def test_error_inside_a_choice_with_status_200() -> None:
         "Total tokens (prompt and completion) cannot exceed 4096 - got 5000.",
         # the advice an overflow gives, beside the window's name
         "The context length of this model is 8192 tokens. Please reduce the length of the input.",
+        # a prompt-side maximum stated alone, as its only count
+        "max supported input length = 512 for now",  # BLOOM's inference server, a 500
+        "Maximum context length is 4096 tokens.",
     ],
 )
 def test_generic_rule_recognises_unlisted_wordings(message: str) -> None:
@@ -1006,6 +1025,12 @@ def test_generic_rule_recognises_unlisted_wordings(message: str) -> None:
         "stop token length too long.",  # LightLLM: a stop sequence, not the prompt
         "Please reduce the length of the prompt template (max 200 characters)",
         "The tool input exceeds 4096 tokens",
+        # a maximum stated beside another count (a setting against the window), or of
+        # something else than the prompt
+        "The request maximum prompt tokens is 300000. However, the model's maximum context "
+        "length is 200000 tokens.",
+        "max supported batch size = 4 for now",
+        "maximum input length is 4096 characters; got 5000",
         "Total tokens cannot exceed 100000 per day for your plan",
         # Chinese quota, balance, rate, concurrency, auth, safety, output and media wordings
         "授权错误：日流控超限。超过当日最大访问量的限制",

@@ -25,6 +25,7 @@ from trimgate.providers.overflow_wordings import (
     _GEN_EXCESS_RE,
     _GEN_EXCLUDE_RE,
     _GEN_LIMIT_RE,
+    _GEN_LIMIT_STATED_RE,
     _GEN_SUBJECT_RE,
     _GEN_TOO_LONG_RE,
     _GEN_ZH_EXCESS_RE,
@@ -243,7 +244,11 @@ def _walk_document(doc: Any, facts: _Facts, depth: int, *, error_status: bool) -
     if error not in (None, False, "", {}, []):
         _walk_error(doc, facts, depth)
         return True
-    if kind == "error" or doc.get("object") == "error":
+    if doc.get("object") == "error" or (
+        isinstance(kind, str) and kind.endswith("error") and (kind == "error" or "message" in doc)
+    ):
+        # "error", and a typed error beside its message (eurouter's stream event
+        # {"message": ..., "type": "stream_error", "code": "BAD_REQUEST"})
         _walk_error(doc, facts, depth)
         return True
     if kind == "response.failed":
@@ -496,6 +501,11 @@ def _generic(text: str) -> bool:
     if _GEN_ADVICE_RE.search(text) is not None and _GEN_CONTEXT_RE.search(text) is not None:
         return True  # "maximum context length is N tokens. Please reduce the length of the prompt"
     if _GEN_EXCESS_RE.search(text) is None:
+        if _GEN_LIMIT_STATED_RE.search(text) is not None:
+            # its only count: beside another one it is a setting compared with the window
+            # ("The request maximum prompt tokens is 300000. However, the model's maximum
+            # context length is 200000 tokens.")
+            return len(_COUNT_RE.findall(text)) == 1
         return (
             _GEN_ZH_EXCESS_RE.search(text) is not None
             and _GEN_ZH_SUBJECT_RE.search(text) is not None
@@ -799,7 +809,7 @@ def _two_counts(texts: list[str]) -> Overflow | None:
     if len(counts) == 1:  # only the window, when the words beside it say so
         (only,) = counts
         for text in texts:
-            for regex in (_LIMIT_ONLY_RE, _LIMIT_PAREN_RE):
+            for regex in (_LIMIT_ONLY_RE, _LIMIT_PAREN_RE, _GEN_LIMIT_STATED_RE):
                 for match in regex.finditer(text[:4096]):
                     if int(match.group(1).replace(",", "")) == only:
                         return Overflow(None, only)

@@ -235,6 +235,9 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
         r"input length and `?max_tokens`? exceed context limit: (?P<real>{N}) \+ (?P<comp>{N})"
         r" > (?P<max>{N})"
     ),
+    # Thinking Machines' Tinker: "... exceeds the model's context window: P prompt tokens
+    # + C max_tokens > L."
+    _p(r"(?P<real>{N}) prompt tokens \+ (?P<comp>{N}) max_tokens > (?P<max>{N})"),
     _p(r"\bprompt is too long\b"),
     # Gemini / Vertex
     _p(
@@ -622,6 +625,13 @@ _GEN_ADVICE_RE: Final = _p(r"\breduce the length of the (?:prompt|messages?|inpu
 # A count as wordings state it: digits (with thousands commas, or a ".0" decimal) that are
 # not part of an id, a size ("10MB"), a date, a path or another decimal.
 _COUNT_N: Final = r"(?<![\w.\-/])(\d+(?:,\d{3})*)(?:\.0+(?!\d))?(?![\w/]|[.\-]\d|,\d)"
+# A prompt-side maximum stated with its count, the message's only one, as an error says it
+# when it names no excess: "max supported input length = 512 for now" (BLOOM's inference
+# server), "Maximum context length is 4096 tokens."
+_GEN_LIMIT_STATED_RE: Final = _p(
+    r"\bmax(?:imum)?(?: (?:supported|allowed|permitted))? (?:input|prompt|context|sequence)"
+    r"[ _](?:length|size|tokens)\b(?: (?:is|of))? ?[=:]? ?" + _COUNT_N
+)
 # A limit and a larger count in one sentence, in either order, for wordings no pattern
 # lists (``_claimed``): "maximum prompt length is 131072 but the request contains 136973
 # tokens", "your messages resulted in 3503 tokens" after "maximum context length is 2048",
