@@ -278,6 +278,8 @@ def test_only_firsts_own_error_chunk_is_read_as_an_error() -> None:
         (400, "TokensPerMinuteExceededError: try again in 20s", None),
         (400, "RequestsPerDayLimitReached", None),
         (400, "TooManyRequestsException", None),
+        (400, "PII detected in request", None),  # a privacy guard: no trim should pass it
+        (500, "Request req_7 has n=32 which exceeds the maximum allowed 16", None),
         (429, "Request contains an invalid argument.", None),
     ],
 )
@@ -1195,6 +1197,17 @@ def test_a_limit_and_a_larger_count_in_unlisted_wordings(
         (  # any order, decimals read as integers
             "sum of prompt length (9351.0) and max_tokens (1024) must be <= max_seq_len (8192)",
             Overflow(9351, 7168),
+        ),
+        # a sum compared with the window, with no window word: LightLLM, and Tinker's
+        # "N max_tokens" after the count
+        (
+            "the input prompt token len 3500 + max_new_tokens 1024 > 4096",
+            Overflow(3500, 3072),
+        ),
+        (
+            "Prompt length plus max_tokens exceeds the model's context window: 33000 prompt "
+            "tokens + 1 max_tokens > 32768.",
+            Overflow(33000, 32767),
         ),
         # it fits: some other error
         ("context length 8192; 3000 input tokens and 1000 output tokens", None),

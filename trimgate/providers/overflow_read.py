@@ -240,18 +240,7 @@ def _walk_document(doc: Any, facts: _Facts, depth: int, *, error_status: bool) -
     if error is None and isinstance(doc.get("Error"), dict):  # ParagonAPI's {"Error": {...}}
         doc = {"error": doc["Error"]}
         error = doc["error"]
-    kind = doc.get("type")
-    if error not in (None, False, "", {}, []):
-        _walk_error(doc, facts, depth)
-        return True
-    if doc.get("object") == "error" or (
-        isinstance(kind, str) and kind.endswith("error") and (kind == "error" or "message" in doc)
-    ):
-        # "error", and a typed error beside its message (eurouter's stream event
-        # {"message": ..., "type": "stream_error", "code": "BAD_REQUEST"})
-        _walk_error(doc, facts, depth)
-        return True
-    if kind == "response.failed":
+    if error not in (None, False, "", {}, []) or _typed_error(doc):
         _walk_error(doc, facts, depth)
         return True
     if doc.get("event") == "error" and isinstance(doc.get("data"), str) and doc["data"]:
@@ -281,6 +270,16 @@ def _walk_document(doc: Any, facts: _Facts, depth: int, *, error_status: bool) -
         _walk_error(doc, facts, depth)
         return True
     return False
+
+
+def _typed_error(doc: dict[str, Any]) -> bool:
+    """An object typed as an error: ``"type": "error"``, ``"object": "error"``, the
+    Responses API's ``response.failed``, or a type that ends in "error" beside a message
+    (eurouter's stream event ``{"message": ..., "type": "stream_error", "code": ...}``)."""
+    kind = doc.get("type")
+    if kind in ("error", "response.failed") or doc.get("object") == "error":
+        return True
+    return isinstance(kind, str) and kind.endswith("error") and "message" in doc
 
 
 WINDOW_STOP: Final = "model_context_window_exceeded"  # an Anthropic stop_reason

@@ -235,9 +235,6 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
         r"input length and `?max_tokens`? exceed context limit: (?P<real>{N}) \+ (?P<comp>{N})"
         r" > (?P<max>{N})"
     ),
-    # Thinking Machines' Tinker: "... exceeds the model's context window: P prompt tokens
-    # + C max_tokens > L."
-    _p(r"(?P<real>{N}) prompt tokens \+ (?P<comp>{N}) max_tokens > (?P<max>{N})"),
     _p(r"\bprompt is too long\b"),
     # Gemini / Vertex
     _p(
@@ -676,6 +673,8 @@ _ITEM_GATE_RE: Final = _p(
     r"\bcontext(?:[ _-]?(?:window|length|size|limit))?\b|max_?seq_?len|max_model_len|n_ctx"
     r"|total length|\bmax(?:imum)? (?:model|seq(?:uence)?) (?:length|len)\b|must be <="
     r"|max_kv_size|\bkv[ _]?cache\b|kv_capacity|tokens per request"
+    # a sum compared with the window: "prompt token len P + max_new_tokens C > L"
+    r"|\d\s*\+\s*`?[a-z_]+`?\s+\d+\s*>\s*\d"
 )
 _ITEM_PROMPT_AFTER_RE: Final = _p(
     _ITEM_N + r"\s*(?:`?inputs?`?\s+tokens?|input\b|(?:tokens? )?(?:in|of|from) (?:the |your )?"
@@ -687,7 +686,7 @@ _ITEM_PROMPT_BEFORE_RE: Final = _p(
     r"|prompt contains(?: at least)?|you passed|prompt token len|prompt\s*\()\s*" + _ITEM_N
 )
 _ITEM_OUTPUT_AFTER_RE: Final = _p(
-    _ITEM_N + r"\s*(?:output tokens?|`?max_new_tokens`?"
+    _ITEM_N + r"\s*(?:output tokens?|`?max_(?:new_|completion_)?tokens\b`?"
     r"|(?:in|for) (?:the )?(?:completion|output|max_(?:new_|completion_)?tokens)"
     r"|output\b|(?:max )?generation\b)"
 )
@@ -738,7 +737,7 @@ _GEN_EXCLUDE_RE: Final = _p(
     r"|payload|request body|body size|string too long|expected a string|array too long"
     # (a tool's input counted in the prompt is not a tool limit: "3555 of tool input")
     r"|\bitems?\b|(?<!of )\btools?\b|function|schema|stop (?:sequences?|tokens?|words?)"
-    r"|\bn\b must"
+    r"|\bn\b must|\bn ?= ?\d"  # the number of choices ("n=32 which exceeds the maximum")
     # a cap on the number of messages, not on their size
     r"|\b(?:message count|number of messages)\b[^.;]{0,40}?\b(?:exceed|more than|greater than"
     r"|over|above|limit)"
@@ -802,6 +801,8 @@ _NEVER_WORDS: Final = (
     "flagged",
     "inappropriate",
     "sensitive",
+    "pii detected",  # a privacy guard's refusal: a trim that passed it would hide why
+    "personally identifiable",
     "responsible ai",
     "jailbreak",
     "data_inspection",
@@ -912,7 +913,10 @@ _LIMIT_ONLY_RE: Final = _p(
     + r"(?:\s*tokens\b|\.?\s*$)"  # "... tokens", or the message's last word ("Model limit: 4096.")
 )
 # ... or in parentheses right after the window's name: "exceeds context window size (4096)"
-_LIMIT_PAREN_RE: Final = _p(r"\bcontext (?:window )?(?:length|size) \((\d+(?:,\d{3})*)\)")
+_LIMIT_PAREN_RE: Final = _p(
+    r"\b(?:context (?:window )?(?:length|size)|max(?:imum)? sequence length(?: for this model)?)"
+    r" \((\d+(?:,\d{3})*)\)"
+)
 _SUM_RE: Final = re.compile(r"\d\)?\s*\+\s*\(?\d")
 # ... and not an error's own code or status ("code": 400 in JSON quoted inside a message)
 _CODE_COUNT_RE: Final = _p(r"(?:code|status)\W{0,4}$")
