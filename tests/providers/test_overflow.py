@@ -981,6 +981,10 @@ def test_error_inside_a_choice_with_status_200() -> None:
         "Total tokens (prompt and completion) cannot exceed 4096 - got 5000.",
         # the advice an overflow gives, beside the window's name
         "The context length of this model is 8192 tokens. Please reduce the length of the input.",
+        # the room left for output, derived from the window less the prompt, below zero
+        "request length is 33210, max_new_tokens is -442",
+        "`default_max_tokens` (-1808) must be greater than 0",
+        "Requested prompt(32762 tokens) leaves no room for generated tokens",
         # a prompt-side maximum stated alone, as its only count
         "max supported input length = 512 for now",  # BLOOM's inference server, a 500
         "Maximum context length is 4096 tokens.",
@@ -1027,6 +1031,10 @@ def test_generic_rule_recognises_unlisted_wordings(message: str) -> None:
         "stop token length too long.",  # LightLLM: a stop sequence, not the prompt
         "Please reduce the length of the prompt template (max 200 characters)",
         "The tool input exceeds 4096 tokens",
+        # -1 is a client's own "no limit" setting, refused as it is
+        "max_tokens must be at least 1, got -1.",
+        "max_tokens must be at least 0, got -1.",
+        "max_tokens leaves no room for the prompt",
         # a maximum stated beside another count (a setting against the window), or of
         # something else than the prompt
         "The request maximum prompt tokens is 300000. However, the model's maximum context "

@@ -48,6 +48,7 @@ from trimgate.providers.overflow_wordings import (
     _NEVER_CODES,
     _NEVER_STATUSES,
     _NEVER_WORDS,
+    _NO_ROOM_RE,
     _OUTPUT_SETTING_RE,
     _OUTPUT_WORD_RE,
     _OVERFLOW_CODES,
@@ -684,6 +685,7 @@ def _unlisted(status: int, facts: _Facts) -> Overflow | None:
     if (
         (400 <= status < 500 and kv_size)
         or (stated and any(_CTX_SIZE_RE.search(text) for text in facts.texts))
+        or (stated and any(_NO_ROOM_RE.search(text) for text in facts.texts))
         or (stated and any(map(_strong, facts.texts)))
     ):
         return Overflow(None, None)

@@ -351,7 +351,8 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
         r" (?P<real>{N}) input tokens(?P<whole>)"
     ),
     # vLLM (older): max_tokens defaulted to max_model_len - prompt_tokens went negative
-    _p(r"max_tokens must be at least 1, got -\d+"),
+    # (not -1: a client's own "no limit" setting, refused as it is)
+    _p(r"max_tokens must be at least 1, got -(?!1\b)\d+"),
     # Vertex AI (Gemini): its own sentence for the input limit
     _p(
         r"input token count is (?P<real>{N}) but (?:the )?model only supports up to"
@@ -870,6 +871,18 @@ _KV_SIZE_RE: Final = _p(r"input prompt is too big compared to kv size")
 # request: llama.cpp issue 19774). A smaller prompt leaves the room; mid-stream, after
 # output, nothing is an overflow anyway.
 _CTX_SIZE_RE: Final = _p(r"context size has been exceeded")
+# The room a server leaves for output, the window less the prompt, gone below zero (it
+# derives the output setting when the request has none): "max_tokens must be at least 1,
+# got -186" (vLLM), "max_new_tokens is -442" (rtp-llm), "`default_max_tokens` (-40205) must
+# be greater than 0" (TensorRT-LLM); or said to be none: "Requested prompt(32762 tokens)
+# leaves no room for generated tokens" (candle-vllm). Not -1, which clients send for "no
+# limit" and servers refuse as it is ("max_tokens must be at least 0, got -1.").
+_NO_ROOM_RE: Final = _p(
+    r"\b(?:default_)?max_(?:new_|completion_|output_)?tokens`?\W{0,4}"
+    r"(?:is|=|\(|must be at least 1, got)"
+    r"\s*-(?!1\b)\d"
+    r"|\b(?:prompt|input)\b[^.;]{0,60}?\bleaves? (?:no|0) (?:room|space|output|tokens?)\b"
+)
 # A sentence that names the context window as exceeded, whoever sends it: with it, a 403
 # is an overflow too (Zed's cloud), as with a listed wording stating both counts.
 # An output setting named before a strong sentence may be what exceeds the window ("Provided
