@@ -74,6 +74,7 @@ from trimgate.providers.overflow_wordings import (
     _SUSPECT_NUMBER_RE,
     _SUSPECT_SUBJECT_RE,
     _TEXT_KEYS,
+    _ZERO_LIMIT_RE,
 )
 
 Patterns = tuple[re.Pattern[str], ...]  # compiled operator patterns (compile_patterns)
@@ -652,6 +653,8 @@ def _decide(http_status: int, facts: _Facts, patterns: Patterns = ()) -> Overflo
         found = _unlisted(_effective_status(http_status, facts), facts)
     if found is None or found.maximum == 0:  # a limit of 0: no prompt fits
         return None
+    if found.maximum is None and any(_ZERO_LIMIT_RE.search(text) for text in facts.texts):
+        return None  # ... also where no reader took the limit's count
     if found.real is None and found.maximum is None:
         if facts.counts:
             return Overflow(facts.counts.get("prompt"), facts.counts.get("window"))

@@ -673,6 +673,7 @@ _ITEM_N: Final = _COUNT_N
 _ITEM_GATE_RE: Final = _p(
     r"\bcontext(?:[ _-]?(?:window|length|size|limit))?\b|max_?seq_?len|max_model_len|n_ctx"
     r"|total length|\bmax(?:imum)? (?:model|seq(?:uence)?) (?:length|len)\b|must be <="
+    r"|\bmodel max(?:imum)? (?:length|len)\b"  # OpenVINO Model Server
     r"|max_kv_size|\bkv[ _]?cache\b|kv_capacity|tokens per request"
     # a sum compared with the window: "prompt token len P + max_new_tokens C > L"
     r"|\d\s*\+\s*`?[a-z_]+`?\s+\d+\s*>\s*\d"
@@ -688,11 +689,12 @@ _ITEM_PROMPT_BEFORE_RE: Final = _p(
 )
 _ITEM_OUTPUT_AFTER_RE: Final = _p(
     _ITEM_N + r"\s*(?:output tokens?|`?max_(?:new_|completion_)?tokens\b`?"
-    r"|(?:in|for) (?:the )?(?:completion|output|max_(?:new_|completion_)?tokens)"
+    r"|(?:tokens? )?(?:in|for) (?:the )?(?:completion|output|max_(?:new_|completion_)?tokens)"
     r"|output\b|(?:max )?generation\b)"
 )
 _ITEM_OUTPUT_BEFORE_RE: Final = _p(
-    r"(?:output tokens length is|max_new_tokens\s*=?|max_tokens\s*[:=(]?\s*\(?)\s*" + _ITEM_N
+    r"(?:output tokens length is|max_new_tokens\s*=?|max[_ ]tokens(?: value)?\s*[:=(]?\s*\(?)\s*"
+    + _ITEM_N
 )
 _ITEM_LIMIT_RE: Final = _p(
     r"(?:context (?:length|window|size)|max(?:imum)?(?: model)? (?:context |sequence |total )?"
@@ -871,6 +873,8 @@ _KV_SIZE_RE: Final = _p(r"input prompt is too big compared to kv size")
 # request: llama.cpp issue 19774). A smaller prompt leaves the room; mid-stream, after
 # output, nothing is an overflow anyway.
 _CTX_SIZE_RE: Final = _p(r"context size has been exceeded")
+# A stated limit of 0 ("exceeds the limit of 0"): no prompt fits, whatever is dropped.
+_ZERO_LIMIT_RE: Final = _p(r"\b(?:limit|maximum|max)\b(?: (?:is|of))?\W{0,3}0(?![\d.,])")
 # The room a server leaves for output, the window less the prompt, gone below zero (it
 # derives the output setting when the request has none): "max_tokens must be at least 1,
 # got -186" (vLLM), "max_new_tokens is -442" (rtp-llm), "`default_max_tokens` (-40205) must
