@@ -224,6 +224,10 @@ def test_a_reading_says_whether_the_window_must_hold_the_output_too(
         ("Request 0: {'type': 'MaxSequenceLengthOverflowError', 'message': None}", True),
         ("PromptTooLongError: the request could not be served", True),
         ("InputTooLongException raised by the worker", True),
+        # a code in square brackets (xAI)
+        ("Failed to start sampling: [input_too_large] Current message exceeds budget", True),
+        ("Failed to start sampling: [rate_limit_exceeded] try again later", False),
+        ("[image_too_large] the image exceeds the maximum", False),
         # an output limit, a quota, an image, a rate: never
         ("MaxTokensExceededError: too many", False),
         ("OutputLengthExceededError raised", False),
@@ -982,6 +986,8 @@ def test_error_inside_a_choice_with_status_200() -> None:
         "Total tokens (prompt and completion) cannot exceed 4096 - got 5000.",
         # the advice an overflow gives, beside the window's name
         "The context length of this model is 8192 tokens. Please reduce the length of the input.",
+        # a count compared with n_ctx
+        "Cannot keep prompt with n_keep (15028) >= n_ctx (7424)",
         # the room left for output, derived from the window less the prompt, below zero
         "request length is 33210, max_new_tokens is -442",
         "`default_max_tokens` (-1808) must be greater than 0",
@@ -1032,6 +1038,8 @@ def test_generic_rule_recognises_unlisted_wordings(message: str) -> None:
         "stop token length too long.",  # LightLLM: a stop sequence, not the prompt
         "Please reduce the length of the prompt template (max 200 characters)",
         "The tool input exceeds 4096 tokens",
+        # a count compared with another setting
+        "n_keep (15028) >= n_batch (512)",
         # -1 is a client's own "no limit" setting, refused as it is
         "max_tokens must be at least 1, got -1.",
         "max_tokens must be at least 0, got -1.",

@@ -123,8 +123,11 @@ _COUNT_FIELDS: Final = (
     ("available_tokens", "window"),
 )
 _CAMEL_RE: Final = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
-# A Python or Java exception's class name, two words or more ("PromptTooLongError")
-_EXCEPTION_NAME_RE: Final = re.compile(r"\b[A-Z][a-z]+(?:[A-Z][a-z]+)+(?:Error|Exception)\b")
+# A Python or Java exception's class name, two words or more ("PromptTooLongError"), or
+# a code in square brackets ("Failed to start sampling: [input_too_large] ...", xAI)
+_EXCEPTION_NAME_RE: Final = re.compile(
+    r"\b[A-Z][a-z]+(?:[A-Z][a-z]+)+(?:Error|Exception)\b|(?<=\[)[a-z]+(?:_[a-z]+)+(?=\])"
+)
 
 
 class _Facts:
@@ -697,8 +700,9 @@ def _unlisted(status: int, facts: _Facts) -> Overflow | None:
 
 def _exception_names(texts: list[str]) -> set[str]:
     """The exception class names a message prints ("{'type': 'TokenOverflowError'}",
-    "MaxSequenceLengthOverflowError: ..."), read as codes ("token_overflow_error"), unless
-    a message names what a trim cannot fix ("... exceeded for today")."""
+    "MaxSequenceLengthOverflowError: ..."), read as codes ("token_overflow_error"), and
+    codes it prints in square brackets ("[input_too_large]"), unless a message names what
+    a trim cannot fix ("... exceeded for today")."""
     if any(map(_untrimmable, texts)):
         return set()
     return {

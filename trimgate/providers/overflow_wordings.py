@@ -32,6 +32,7 @@ _HINTS: Final = (
     b"greater than",
     b"longer than",
     b"cannot truncate",
+    b"n_ctx",
     # Chinese wordings: "超" (exceed, as in 超过/超出/超长/超限), "过长"/"太长" (too long),
     # raw UTF-8 or as the JSON escapes an ASCII-only encoder writes.
     "超".encode(),
@@ -614,7 +615,7 @@ _GEN_EXCESS_RE: Final = _p(
     r"exceed|too (?:long|large|big)|too many (?:\w+ )?tokens|longer than|greater than|more than"
     r"|larger than|must (?:be )?(?:less|smaller|at most|no more than|<)"
     r"|\bover (?:the )?(?:limit|maximum|max)\b"
-    r"|is full\b|overflow|\d ?> ?(?:[a-z_]+ )?\d"
+    r"|is full\b|overflow|\d ?> ?(?:[a-z_]+ )?\d|\d\) ?>=? ?[a-z_]+ \(\d"  # "P (N) >= n_ctx (L)"
     r"|\bonly (?:supports?|allows?|accepts?)\b|\bsupports? (?:up to|at most)\b"
 )
 # The advice an overflow gives ("Please reduce the length of the prompt"): its excess, read
@@ -693,8 +694,8 @@ _ITEM_OUTPUT_AFTER_RE: Final = _p(
     r"|output\b|(?:max )?generation\b)"
 )
 _ITEM_OUTPUT_BEFORE_RE: Final = _p(
-    r"(?:output tokens length is|max_new_tokens\s*=?|max[_ ]tokens(?: value)?\s*[:=(]?\s*\(?)\s*"
-    + _ITEM_N
+    r"(?:output tokens length is|max_new_tokens\s*=?|max[_ ]tokens(?: value)?\s*[:=(]?\s*\(?"
+    r"|max_(?:completion_)?tokens'? is too large:)\s*" + _ITEM_N
 )
 _ITEM_LIMIT_RE: Final = _p(
     r"(?:context (?:length|window|size)|max(?:imum)?(?: model)? (?:context |sequence |total )?"
