@@ -325,6 +325,19 @@ def test_a_typed_error_event_without_an_error_key_is_read() -> None:
         assert detect_stream_overflow(sse, wire_format="openai") is None, doc
 
 
+def test_a_cause_beside_a_summary_is_read() -> None:
+    # lightspeed-stack: {"detail": {"response": <a summary>, "cause": <the reason>}}
+    detail = {
+        "response": "Context window exceeded",
+        "cause": "The input exceeds the context window size of model 'gpt-4o-mini'.",
+    }
+    body = orjson.dumps({"detail": detail})
+    assert detect_overflow(413, body, wire_format="responses") == Overflow(None, None)
+    detail["cause"] = "The token quota for model gpt-4o-mini has been exceeded."
+    detail["response"] = "The model quota has been exceeded"
+    assert detect_overflow(413, orjson.dumps({"detail": detail}), wire_format="responses") is None
+
+
 def test_html_pages_are_never_read() -> None:
     page = (
         b"<html><body><h1>400 Bad Request</h1><p>This model's maximum context length is 10 "
@@ -988,6 +1001,16 @@ def test_error_inside_a_choice_with_status_200() -> None:
         "The context length of this model is 8192 tokens. Please reduce the length of the input.",
         # a count compared with n_ctx
         "Cannot keep prompt with n_keep (15028) >= n_ctx (7424)",
+        # other languages: the context's name and an exceeding verb in one sentence
+        "El proyecto excede el límite de contexto. Selecciona un APU para analizarlo.",
+        "Este documento excede o limite de contexto desta versão (16 mil caracteres).",
+        "La requête dépasse la taille de contexte du modèle",
+        "Die Eingabe überschreitet das Kontextfenster des Modells",
+        "Il prompt supera il limite di contesto",
+        "Wiadomość przekracza limit kontekstu",
+        "入力がコンテキスト長を超えています",
+        "입력이 컨텍스트 길이를 초과했습니다",
+        "Đầu vào vượt quá giới hạn ngữ cảnh",
         # the room left for output, derived from the window less the prompt, below zero
         "request length is 33210, max_new_tokens is -442",
         "`default_max_tokens` (-1808) must be greater than 0",
@@ -1040,6 +1063,13 @@ def test_generic_rule_recognises_unlisted_wordings(message: str) -> None:
         "The tool input exceeds 4096 tokens",
         # a count compared with another setting
         "n_keep (15028) >= n_batch (512)",
+        # other languages: a limit with no context named, the context with no excess, an
+        # output setting beside the context
+        "Límite de solicitudes excedido, inténtelo más tarde",
+        "Превышен лимит запросов",
+        "Le contexte de la requête est invalide",
+        "max_tokens excede el límite de contexto",
+        "The n 256 exceeds the maximum supported choices (128).",
         # -1 is a client's own "no limit" setting, refused as it is
         "max_tokens must be at least 1, got -1.",
         "max_tokens must be at least 0, got -1.",

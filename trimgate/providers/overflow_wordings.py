@@ -37,6 +37,18 @@ _HINTS: Final = (
     # raw UTF-8 or as the JSON escapes an ASCII-only encoder writes.
     "超".encode(),
     "контекст".encode(),  # Russian: context
+    # other languages' words for the context (Spanish, Portuguese and French ones hold
+    # "context"): German, Italian, Polish, Japanese, Korean, Vietnamese
+    b"kontext",
+    b"contesto",
+    b"kontekst",
+    "コンテキスト".encode(),
+    "컨텍스트".encode(),
+    "ngữ cảnh".encode(),
+    # Russian, Japanese and Korean ones as an ASCII-only JSON encoder escapes them
+    b"\\u043a\\u043e\\u043d\\u0442\\u0435\\u043a\\u0441\\u0442",
+    b"\\u30b3\\u30f3\\u30c6\\u30ad\\u30b9\\u30c8",
+    b"\\ucee8\\ud14d\\uc2a4\\ud2b8",
     "过长".encode(),
     "太长".encode(),
     b"\\u8d85",
@@ -741,7 +753,9 @@ _GEN_EXCLUDE_RE: Final = _p(
     r"|payload|request body|body size|string too long|expected a string|array too long"
     # (a tool's input counted in the prompt is not a tool limit: "3555 of tool input")
     r"|\bitems?\b|(?<!of )\btools?\b|function|schema|stop (?:sequences?|tokens?|words?)"
-    r"|\bn\b must|\bn ?= ?\d"  # the number of choices ("n=32 which exceeds the maximum")
+    # the number of choices ("n=32 which exceeds the maximum", "The n 256 exceeds the
+    # maximum supported choices")
+    r"|\bn\b must|\bn ?= ?\d|\bchoices\b"
     # a cap on the number of messages, not on their size
     r"|\b(?:message count|number of messages)\b[^.;]{0,40}?\b(?:exceed|more than|greater than"
     r"|over|above|limit)"
@@ -901,6 +915,15 @@ _OUTPUT_SETTING_RE: Final = _p(
 _PROMPT_WORD_RE: Final = _p(
     r"(?<!['\"])\b(?:prompt|input|messages?|content|conversation|history|context)\b"
 )
+# The context's name and an exceeding verb in languages other than English, Russian and
+# Chinese (``_STRONG_RE``); matched with Unicode word boundaries.
+_CTX_INTL: Final = (
+    r"\bcontext[oe]\b|\bkontext|\bcontesto\b|\bkontekst|コンテキスト|컨텍스트|ngữ cảnh"
+)
+_EXCEED_INTL: Final = (
+    r"\bexced|\bexcède|\bexcéd|\bdépass|\bsuper[ao]\b|\bsuperad[oa]\b|\büberschr|\bprzekr"
+    r"|超え|超過|초과|vượt quá"
+)
 _STRONG_RE: Final = _p(
     r"\bcontext(?:[ _-]?(?:window|length|size|limit))? (?:is )?(?:exceeded|overflow)"
     r"|\bexceed(?:s|ed)? (?:the )?(?:model'?s? )?(?:maximum |available )?context[ _-]?"
@@ -908,6 +931,13 @@ _STRONG_RE: Final = _p(
     # Russian: "превышает контекст модели" (exceeds the model's context), "превышена длина
     # контекста" (the context length is exceeded)
     r"|(?u:превыш\w*\s+(?:\w+\s+){0,2}?контекст)"
+    # Other languages: the context's name and an exceeding verb in one sentence, either
+    # order: "excede el límite de contexto" (Spanish, Portuguese), "dépasse la limite de
+    # contexte", "überschreitet das Kontextfenster", "supera il limite di contesto",
+    # "przekracza limit kontekstu", "コンテキスト長を超えています", "컨텍스트 길이를
+    # 초과했습니다", "vượt quá giới hạn ngữ cảnh"
+    + f"|(?u:(?:{_CTX_INTL})[^.。!?！？\\n]{{0,40}}?(?:{_EXCEED_INTL})"
+    + f"|(?:{_EXCEED_INTL})[^.。!?！？\\n]{{0,40}}?(?:{_CTX_INTL}))"
     # Chinese: "输入内容超长" (the input is too long), "上下文长度超出限制" (the context
     # length is over the limit)
     r"|(?:输入|上下文)(?:内容|文本|长度)?(?:超长|过长|太长|超出(?:了)?(?:模型)?(?:长度)?限制)"
@@ -964,6 +994,7 @@ _TEXT_KEYS: Final = (
     "error_msg",
     "raw",
     "description",  # Writer: {"errors": [{"description": ...}]}
+    "cause",  # lightspeed-stack: {"detail": {"response": "Prompt is too long", "cause": ...}}
 )
 _CODE_KEYS: Final = ("type", "code", "status", "reason", "error_type", "errorType", "__type")
 _STATUS_KEYS: Final = ("http_status_code", "status_code", "statusCode")
