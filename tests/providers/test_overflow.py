@@ -332,10 +332,10 @@ def test_a_cause_beside_a_summary_is_read() -> None:
         "cause": "The input exceeds the context window size of model 'gpt-4o-mini'.",
     }
     body = orjson.dumps({"detail": detail})
-    assert detect_overflow(413, body, wire_format="responses") == Overflow(None, None)
+    assert detect_overflow(413, body, wire_format="openai-responses") == Overflow(None, None)
     detail["cause"] = "The token quota for model gpt-4o-mini has been exceeded."
     detail["response"] = "The model quota has been exceeded"
-    assert detect_overflow(413, orjson.dumps({"detail": detail}), wire_format="responses") is None
+    assert detect_overflow(413, orjson.dumps({"detail": detail}), wire_format="openai-responses") is None
 
 
 def test_html_pages_are_never_read() -> None:
