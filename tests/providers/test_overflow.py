@@ -335,7 +335,8 @@ def test_a_cause_beside_a_summary_is_read() -> None:
     assert detect_overflow(413, body, wire_format="openai-responses") == Overflow(None, None)
     detail["cause"] = "The token quota for model gpt-4o-mini has been exceeded."
     detail["response"] = "The model quota has been exceeded"
-    assert detect_overflow(413, orjson.dumps({"detail": detail}), wire_format="openai-responses") is None
+    body = orjson.dumps({"detail": detail})
+    assert detect_overflow(413, body, wire_format="openai-responses") is None
 
 
 def test_html_pages_are_never_read() -> None:
@@ -1001,6 +1002,10 @@ def test_error_inside_a_choice_with_status_200() -> None:
         "The context length of this model is 8192 tokens. Please reduce the length of the input.",
         # a count compared with n_ctx
         "Cannot keep prompt with n_keep (15028) >= n_ctx (7424)",
+        # a model's name before the window named as exceeded (nvd-claude-proxy), whatever
+        # else the advice names
+        "Estimated input (142318 tokens) exceeds acme-7b-0425 context window (131072 "
+        "tokens). Reduce messages or tool schemas.",
         # other languages: the context's name and an exceeding verb in one sentence
         "El proyecto excede el límite de contexto. Selecciona un APU para analizarlo.",
         "Este documento excede o limite de contexto desta versão (16 mil caracteres).",
@@ -1063,6 +1068,7 @@ def test_generic_rule_recognises_unlisted_wordings(message: str) -> None:
         "The tool input exceeds 4096 tokens",
         # a count compared with another setting
         "n_keep (15028) >= n_batch (512)",
+        "max_tokens (9000) exceeds acme-7b-0425 context window (8192 tokens)",
         # other languages: a limit with no context named, the context with no excess, an
         # output setting beside the context
         "Límite de solicitudes excedido, inténtelo más tarde",

@@ -926,8 +926,9 @@ _EXCEED_INTL: Final = (
 )
 _STRONG_RE: Final = _p(
     r"\bcontext(?:[ _-]?(?:window|length|size|limit))? (?:is )?(?:exceeded|overflow)"
-    r"|\bexceed(?:s|ed)? (?:the )?(?:model'?s? )?(?:maximum |available )?context[ _-]?"
-    r"(?:window|length|size|limit)\b"
+    # (a model's name may stand before it: "exceeds claude-opus-4-7 context window")
+    r"|\bexceed(?:s|ed)? (?:the )?(?:model'?s? |[\w.:/-]*\d[\w.:/-]*'?s? )?"
+    r"(?:maximum |available )?context[ _-]?(?:window|length|size|limit)\b"
     # Russian: "превышает контекст модели" (exceeds the model's context), "превышена длина
     # контекста" (the context length is exceeded)
     r"|(?u:превыш\w*\s+(?:\w+\s+){0,2}?контекст)"
