@@ -339,6 +339,22 @@ def test_a_cause_beside_a_summary_is_read() -> None:
     assert detect_overflow(413, body, wire_format="openai-responses") is None
 
 
+def test_an_error_bodys_sentences_under_unnamed_keys_are_read() -> None:
+    # no key any reader names holds a message: the body's other sentences are read
+    body = orjson.dumps(
+        {"detail": {"summary": "Request failed", "explanation": "Prompt is too long"}}
+    )
+    assert detect_overflow(400, body, wire_format="openai") == Overflow(None, None)
+    # ... but never what echoes the request (a validation error's offending value), nor
+    # a success body's, nor when a named key holds the message
+    for doc, status in (
+        ({"detail": [{"loc": ["body", "messages"], "input": "Prompt is too long"}]}, 422),
+        ({"result": {"text": "Prompt is too long"}}, 200),
+        ({"message": "Invalid role", "explanation": "Prompt is too long"}, 400),
+    ):
+        assert detect_overflow(status, orjson.dumps(doc), wire_format="openai") is None, doc
+
+
 def test_html_pages_are_never_read() -> None:
     page = (
         b"<html><body><h1>400 Bad Request</h1><p>This model's maximum context length is 10 "

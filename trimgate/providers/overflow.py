@@ -54,6 +54,7 @@ from trimgate.providers.overflow_read import (
     _Facts,
     _has_hint,
     _never,
+    _stray_texts,
     _suspect,
     _unfixable,
     _walk_document,
@@ -153,6 +154,8 @@ def _body_facts(status: int, body: bytes, head: bytes) -> _Facts | None:
             return None  # malformed or cut JSON: never guess from fragments
         if not _walk_document(doc, facts, 0, error_status=status >= 400):
             return None
+        if status >= 400 and not facts.texts:
+            _stray_texts(doc, facts)
     elif status >= 400 and head[:1] != b"<":  # plain-text error; HTML pages are never read
         facts.texts.append(body.decode("utf-8", "replace"))
     else:

@@ -20,6 +20,7 @@ from trimgate.providers.overflow_wordings import (
     _CODE_SUBJECTS,
     _COUNT_RE,
     _CTX_SIZE_RE,
+    _ECHO_KEYS,
     _GEN_ADVICE_RE,
     _GEN_CONTEXT_RE,
     _GEN_EXCESS_RE,
@@ -188,6 +189,30 @@ def _walk_error(node: Any, facts: _Facts, depth: int) -> None:
     response = node.get("response")  # Responses API: response.failed carries response.error
     if isinstance(response, dict) and isinstance(response.get("error"), dict):
         _walk_error(response["error"], facts, depth + 1)
+
+
+def _stray_texts(node: Any, facts: _Facts, depth: int = 0) -> None:
+    """An error body's sentences under keys no reader names (``{"detail": {"response":
+    "...", "explanation": "..."}}``), for a body whose named keys hold none: strings with
+    a space, by any key but those that echo the request (``_ECHO_KEYS``: a validation
+    error's offending value, ids, the model's name), at most ``_MAX_STRAY`` of them."""
+    if depth > _MAX_DEPTH or len(facts.texts) >= _MAX_STRAY:
+        return
+    if isinstance(node, list):
+        for item in node[:_MAX_ITEMS]:
+            _stray_texts(item, facts, depth + 1)
+    elif isinstance(node, dict):
+        for key, value in list(node.items())[:_MAX_ITEMS]:
+            if key in _ECHO_KEYS:
+                continue
+            if isinstance(value, str):
+                if " " in value.strip() and len(facts.texts) < _MAX_STRAY:
+                    _add_text(value, facts, depth)
+            else:
+                _stray_texts(value, facts, depth + 1)
+
+
+_MAX_STRAY: Final = 4
 
 
 def _add_text(text: str, facts: _Facts, depth: int) -> None:

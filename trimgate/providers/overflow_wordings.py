@@ -997,6 +997,31 @@ _TEXT_KEYS: Final = (
     "description",  # Writer: {"errors": [{"description": ...}]}
     "cause",  # lightspeed-stack: {"detail": {"response": "Prompt is too long", "cause": ...}}
 )
+# Keys whose strings echo the request, never the server's own words (``_stray_texts``):
+# a validation error's offending value and location, parameters, ids, the model's name.
+_ECHO_KEYS: Final = frozenset(
+    {
+        "input",
+        "loc",
+        "ctx",
+        "param",
+        "params",
+        "body",
+        "request",
+        "messages",
+        "prompt",
+        "content",
+        "choices",
+        "id",
+        "request_id",
+        "requestId",
+        "model",
+        "url",
+        "path",
+        "traceback",
+        "stack",
+    }
+)
 _CODE_KEYS: Final = ("type", "code", "status", "reason", "error_type", "errorType", "__type")
 _STATUS_KEYS: Final = ("http_status_code", "status_code", "statusCode")
 # ("status" as an object: NAVER CLOVA Studio's {"status": {"code", "message"}, "result"})
