@@ -33,6 +33,7 @@ _HINTS: Final = (
     b"longer than",
     b"cannot truncate",
     b"n_ctx",
+    b"text bytes",  # Bedrock's "too many total text bytes"
     # Chinese wordings: "超" (exceed, as in 超过/超出/超长/超限), "过长"/"太长" (too long),
     # raw UTF-8 or as the JSON escapes an ASCII-only encoder writes.
     "超".encode(),
@@ -310,8 +311,10 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
     _p(r"please reduce the length of the messages"),
     # OpenAI Responses / Azure
     _p(r"input exceeds the context window"),
-    # Bedrock
+    # Bedrock; and Claude on Bedrock's cap on the prompt's text, in bytes (a trim that
+    # drops turns drops their text)
     _p(r"input is too long for requested model"),
+    _p(r"too many total text bytes"),
     # vLLM (older)
     _p(
         r"prompt \(total length (?P<real>{N})\) is too long to fit into the model"
