@@ -399,10 +399,6 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
     _p(r"prompt sequence length is greater than (?P<max>{N})"),
     # LM Studio (older servers)
     _p(r"input length (?P<real>{N}) exceeds (?:the )?context length (?P<max>{N})"),
-    _p(
-        r"context length exceeded\.? tokens in context: (?P<real>{N}),? context length:"
-        r" (?P<max>{N})"
-    ),
     # llama-cpp-python (the library's ValueError, relayed by servers built on it)
     _p(r"requested tokens \((?P<real>{N})\) exceed context window of (?P<max>{N})"),
     # Google's backend behind AI Studio: "Cannot truncate to 89998, required 355220"
