@@ -355,6 +355,18 @@ def test_an_error_bodys_sentences_under_unnamed_keys_are_read() -> None:
         assert detect_overflow(status, orjson.dumps(doc), wire_format="openai") is None, doc
 
 
+def test_only_an_answers_first_4096_characters_of_messages_are_read() -> None:
+    # the readers' cost grows with what they scan: a message quoting a whole prompt is
+    # read for its start, where every known wording sits
+    quoted = " context token" * 4000  # 56 KB, inside the 64 KiB an answer may be read to
+    first, last = "Prompt is too long." + quoted, quoted + " Prompt is too long."
+    assert detect_overflow(400, _error_body(first), wire_format="openai") is not None
+    assert detect_overflow(400, _error_body(last), wire_format="openai") is None
+    # the room is the answer's, not each message's
+    body = orjson.dumps({"error": {"message": quoted, "details": "Prompt is too long."}})
+    assert detect_overflow(400, body, wire_format="openai") is None
+
+
 def test_html_pages_are_never_read() -> None:
     page = (
         b"<html><body><h1>400 Bad Request</h1><p>This model's maximum context length is 10 "

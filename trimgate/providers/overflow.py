@@ -157,7 +157,7 @@ def _body_facts(status: int, body: bytes, head: bytes) -> _Facts | None:
         if status >= 400 and not facts.texts:
             _stray_texts(doc, facts)
     elif status >= 400 and head[:1] != b"<":  # plain-text error; HTML pages are never read
-        facts.texts.append(body.decode("utf-8", "replace"))
+        facts.say(body.decode("utf-8", "replace"))
     else:
         return None
     return facts
@@ -361,7 +361,7 @@ def _text_event(name: str, payload: bytes, patterns: Patterns) -> Overflow | Non
     if not patterns and not _has_hint(payload.lower()):
         return None
     facts = _Facts()
-    facts.texts.append(payload.decode("utf-8", "replace"))
+    facts.say(payload.decode("utf-8", "replace"))
     return _decide(200, facts, patterns)
 
 
