@@ -305,11 +305,14 @@ def _walk_document(doc: Any, facts: _Facts, depth: int, *, error_status: bool) -
         _walk_error(doc, facts, depth)
         return True
     if doc.get("error_code") not in (None, False, 0, "", "0") and any(
-        isinstance(doc.get(key), str) and doc[key] for key in ("error_msg", "message")
+        isinstance(doc.get(key), str) and doc[key] for key in ("error_msg", "message", "text")
     ):
-        # Baidu Qianfan's native {"error_code": 336103, "error_msg": ...} sent with 200, and
-        # rtp-llm's {"error_code": 511, "message": ...} as a stream event
+        # Baidu Qianfan's native {"error_code": 336103, "error_msg": ...} sent with 200,
+        # rtp-llm's {"error_code": 511, "message": ...} and DB-GPT's {"error_code": 1,
+        # "text": ...} as stream events
         _walk_error(doc, facts, depth)
+        if isinstance(doc.get("text"), str):
+            _add_text(doc["text"], facts, depth)
         return True
     if error_status:
         _walk_error(doc, facts, depth)

@@ -221,6 +221,9 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
     _p(
         r"maximum context length is (?P<max>{N}) tokens?[.,]? however,? your"
         r" (?:messages|prompt) resulted in (?:over )?(?P<real>{N}) tokens(?P<whole>)"
+        # (itemised by some that copy it: FakeAI's "(30720 in the messages, 4096 in the
+        # completion)")
+        r"(?: \((?P<parts>[^)]*)\))?"
     ),
     # OpenAI / Azure / vLLM / DeepSeek / OpenRouter (itemised or not)
     _p(
@@ -399,6 +402,9 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
     _p(r"prompt sequence length is greater than (?P<max>{N})"),
     # LM Studio (older servers)
     _p(r"input length (?P<real>{N}) exceeds (?:the )?context length (?P<max>{N})"),
+    # ollamalegion's llama.cpp worker: "prompt exceeds n_ctx even with minimum n_predict
+    # floor: model=M actual_tokens=P n_ctx=L min_n_predict_floor=F deficit_tokens=D ..."
+    _p(r"actual_tokens=(?P<real>{N}) n_ctx=(?P<max>{N}) min_n_predict_floor=(?P<comp>{N})"),
     # llama-cpp-python (the library's ValueError, relayed by servers built on it)
     _p(r"requested tokens \((?P<real>{N})\) exceed context window of (?P<max>{N})"),
     # Google's backend behind AI Studio: "Cannot truncate to 89998, required 355220"
@@ -1025,7 +1031,17 @@ _ECHO_KEYS: Final = frozenset(
         "stack",
     }
 )
-_CODE_KEYS: Final = ("type", "code", "status", "reason", "error_type", "errorType", "__type")
+_CODE_KEYS: Final = (
+    "type",
+    "code",
+    "status",
+    "reason",
+    "error_type",
+    "errorType",
+    "__type",
+    "code_str",  # ollamalegion's "prompt_exceeds_n_ctx"
+    "error_code_str",  # rtp-llm's "511_LONG_PROMPT_ERROR"
+)
 _STATUS_KEYS: Final = ("http_status_code", "status_code", "statusCode")
 # ("status" as an object: NAVER CLOVA Studio's {"status": {"code", "message"}, "result"})
 _NEST_KEYS: Final = (
