@@ -367,6 +367,17 @@ def test_only_an_answers_first_4096_characters_of_messages_are_read() -> None:
     assert detect_overflow(400, body, wire_format="openai") is None
 
 
+def test_a_stream_event_holding_only_a_detail_is_an_error() -> None:
+    # FastAPI's {"detail": ...} written into the stream it opened (Refact's chat)
+    said = "error limiting messages: the messages exceed the allowed token budget"
+    sse = b"data: " + orjson.dumps({"detail": said}) + b"\n\n"
+    assert detect_stream_overflow(sse, wire_format="openai") == Overflow(None, None)
+    # beside anything else it is not the event's whole, and no error
+    other = {"detail": said, "choices": [{"index": 0, "delta": {"content": "ok"}}]}
+    sse = b"data: " + orjson.dumps(other) + b"\n\n"
+    assert detect_stream_overflow(sse, wire_format="openai") is None
+
+
 def test_html_pages_are_never_read() -> None:
     page = (
         b"<html><body><h1>400 Bad Request</h1><p>This model's maximum context length is 10 "

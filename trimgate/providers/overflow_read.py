@@ -288,6 +288,10 @@ def _walk_document(doc: Any, facts: _Facts, depth: int, *, error_status: bool) -
     if error not in (None, False, "", {}, []) or _typed_error(doc):
         _walk_error(doc, facts, depth)
         return True
+    if len(doc) == 1 and isinstance(doc.get("detail"), str) and doc["detail"]:
+        # FastAPI's {"detail": ...} written as a stream event (Refact's chat stream)
+        _add_text(doc["detail"], facts, depth)
+        return True
     if doc.get("event") == "error" and isinstance(doc.get("data"), str) and doc["data"]:
         # Flowise's stream event {"event": "error", "data": "Error: ... 400 {...}"}
         _add_text(doc["data"], facts, depth)

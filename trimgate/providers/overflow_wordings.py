@@ -405,6 +405,9 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
     # ollamalegion's llama.cpp worker: "prompt exceeds n_ctx even with minimum n_predict
     # floor: model=M actual_tokens=P n_ctx=L min_n_predict_floor=F deficit_tokens=D ..."
     _p(r"actual_tokens=(?P<real>{N}) n_ctx=(?P<max>{N}) min_n_predict_floor=(?P<comp>{N})"),
+    # Hugging Face transformers' generate(), relayed by servers built on it: "Input length
+    # of input_ids is P, but `max_length` is set to L." (max_length holds the prompt too)
+    _p(r"input length of input_ids is (?P<real>{N}), but `?max_length`? is set to (?P<max>{N})"),
     # llama-cpp-python (the library's ValueError, relayed by servers built on it)
     _p(r"requested tokens \((?P<real>{N})\) exceed context window of (?P<max>{N})"),
     # Google's backend behind AI Studio: "Cannot truncate to 89998, required 355220"
