@@ -427,6 +427,24 @@ async def test_an_error_sent_as_a_200_completion_is_read_as_its_status_says(
         assert len(fake.requests) == 1 and body == raw
 
 
+async def test_an_error_sent_with_another_success_status_is_read_too(
+    make_stack: MakeStack,
+) -> None:
+    # NovelAI answers its errors with 201 Created
+    raw = (
+        b'{"error":"ModelMaxLength: model \'euterpe-v2\' has 2048 tokens maximum, 2584 tokens'
+        b' context requested"}'
+    )
+    fake = FakeProvider().then(
+        Reply(status=201, body=raw, headers={"Content-Type": "application/json"}),
+        json_reply(openai_ok(5)),
+    )
+    stack = await make_stack(fake)
+    resp = await stack.client.post("/v1/chat/completions", json=openai_chat(8, model="gpt-4o"))
+    assert resp.status == 200 and raw not in await resp.read()
+    assert len(fake.requests) == 2 and resp.headers["x-trimgate-reason"] == "reactive"
+
+
 async def _retried_stream(make_stack: MakeStack, frames: list[bytes]) -> None:
     """A stream whose error arrives before any output: the client gets the retry's answer,
     with none of the error's words, and the retry sent less."""

@@ -88,7 +88,7 @@ async def sniff_overflow(codec: Codec, resp: up.Answer, patterns: Patterns = ())
                 return Attempt(resp, head, None)
             body = inflated
         return _judge(codec, resp, head, body, patterns, suspect=True)
-    if encoding or resp.status != 200:
+    if encoding or not 200 <= resp.status < 300:  # (NovelAI answers its errors with 201)
         return Attempt(resp, b"", None)
     if "text/event-stream" in ctype:
         return await _sniff_stream(codec, resp, patterns)
