@@ -378,6 +378,28 @@ def test_a_stream_event_holding_only_a_detail_is_an_error() -> None:
     assert detect_stream_overflow(sse, wire_format="openai") is None
 
 
+def test_a_reply_that_is_the_sdks_exception_is_read_as_the_error_it_relays() -> None:
+    # RAGFlow and MaxKB answer their model's refusal as a completion of their own
+    inner = (
+        "Error code: 400 - {'object': 'error', 'message': \"This model's maximum context "
+        "length is 16384 tokens. However, you requested 16463 tokens (14415 in the "
+        "messages, 2048 in the completion).\", 'type': 'BadRequestError', 'code': 400}"
+    )
+
+    def completion(text: str) -> bytes:
+        choice = {"index": 0, "message": {"role": "assistant", "content": text}}
+        return orjson.dumps({"object": "chat.completion", "choices": [choice]})
+
+    for prefix in ("**ERROR**: INVALID_REQUEST - ", "Exception:", ""):
+        got = detect_overflow(200, completion(prefix + inner), wire_format="openai")
+        assert got == Overflow(14415, 14336), prefix
+    # a reply that quotes it after words of its own, or relays a rate limit, is a reply
+    quoted = "Here is the error you pasted:\n\n" + inner
+    assert detect_overflow(200, completion(quoted), wire_format="openai") is None
+    limit = "Exception:Error code: 429 - {'error': {'message': 'Rate limit reached'}}"
+    assert detect_overflow(200, completion(limit), wire_format="openai") is None
+
+
 def test_html_pages_are_never_read() -> None:
     page = (
         b"<html><body><h1>400 Bad Request</h1><p>This model's maximum context length is 10 "

@@ -299,7 +299,7 @@ def _walk_document(doc: Any, facts: _Facts, depth: int, *, error_status: bool) -
     choices = doc.get("choices")
     if isinstance(choices, list) and _walk_choices(choices, facts, depth):
         return True
-    if _spoofed_error(doc, facts, depth) or _api_error_chunk(doc, facts, depth):
+    if _error_as_reply(doc, facts, depth):
         return True
     if _window_stop(doc):
         facts.codes.add(WINDOW_STOP)
@@ -382,6 +382,15 @@ _SPOOF_MARK: Final = "<!-- oai-proxy-error -->"
 _SPOOF_REASON_RE: Final = re.compile(r"Proxy error \(HTTP ([1-5]\d\d)\b")
 
 
+def _error_as_reply(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
+    """A gateway's error written as a success's reply, told by a mark no model writes."""
+    return (
+        _spoofed_error(doc, facts, depth)
+        or _api_error_chunk(doc, facts, depth)
+        or _relayed_exception(doc, facts, depth)
+    )
+
+
 def _spoofed_error(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
     """oai-reverse-proxy answers its own errors as a 200 completion, so that a chat UI
     shows them: the reply's text is the error, its ``finish_reason`` (a chat completion or
@@ -429,6 +438,33 @@ def _api_error_chunk(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
 
 
 _API_ERROR_ID: Final = "chatcmpl-api-error"
+
+
+def _relayed_exception(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
+    """RAG servers (RAGFlow, MaxKB) answer their model's refusal as a completion of their
+    own whose reply is the openai SDK's exception, "Error code: 400 - {...}", after a
+    short prefix ("**ERROR**: INVALID_REQUEST - ", "Exception:"). A model's reply does not
+    start so: read as an error's message, with the status it names."""
+    choices = doc.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        return False
+    reply = choices[0].get("message") or choices[0].get("delta")
+    text = reply.get("content") if isinstance(reply, dict) else None
+    if not isinstance(text, str):
+        return False
+    match = _SDK_EXCEPTION_RE.match(text)
+    if match is None:
+        return False
+    facts.statuses.append(int(match.group(1)))
+    _add_text(text, facts, depth)
+    return True
+
+
+# openai-python's APIStatusError as str(), at the start of a reply, after at most a short
+# one-line prefix
+_SDK_EXCEPTION_RE: Final = re.compile(
+    r"\s*[^\n{]{0,60}?\berror code: ([45]\d\d) - [{\[]", re.IGNORECASE | re.ASCII
+)
 
 
 # --------------------------------------------------------------------------- decision
