@@ -391,6 +391,19 @@ def _error_as_reply(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
     )
 
 
+def _first_choice(doc: dict[str, Any]) -> dict[str, Any] | None:
+    choices = doc.get("choices")
+    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+        return choices[0]
+    return None
+
+
+def _reply_text(choice: dict[str, Any]) -> Any:
+    """The text of a choice's reply, whole (``message``) or a chunk's (``delta``)."""
+    reply = choice.get("message") or choice.get("delta")
+    return reply.get("content") if isinstance(reply, dict) else None
+
+
 def _spoofed_error(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
     """oai-reverse-proxy answers its own errors as a 200 completion, so that a chat UI
     shows them: the reply's text is the error, its ``finish_reason`` (a chat completion or
@@ -404,14 +417,10 @@ def _spoofed_error(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
         if isinstance(content, list) and content and isinstance(content[0], dict):
             text = content[0].get("text")
     else:
-        choices = doc.get("choices")
-        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        choice = _first_choice(doc)
+        if choice is None:
             return False
-        choice = choices[0]
-        reason = choice.get("finish_reason")
-        reply = choice.get("message") or choice.get("delta")
-        if isinstance(reply, dict):
-            text = reply.get("content")
+        reason, text = choice.get("finish_reason"), _reply_text(choice)
     if not isinstance(reason, str) or not isinstance(text, str) or _SPOOF_MARK not in text:
         return False
     status = _SPOOF_REASON_RE.match(reason)
@@ -426,11 +435,10 @@ def _api_error_chunk(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
     """Argonne's FIRST gateway streams an upstream's error as a chunk of its own id
     ``chatcmpl-api-error`` whose text starts "[ERROR]" (a model chooses neither), the
     upstream's error body inside the text: read as an error's message."""
-    choices = doc.get("choices")
-    if doc.get("id") != _API_ERROR_ID or not isinstance(choices, list) or not choices:
+    choice = _first_choice(doc)
+    if doc.get("id") != _API_ERROR_ID or choice is None:
         return False
-    delta = choices[0].get("delta") if isinstance(choices[0], dict) else None
-    text = delta.get("content") if isinstance(delta, dict) else None
+    text = _reply_text(choice)
     if not isinstance(text, str) or not text.lstrip().startswith("[ERROR]"):
         return False
     _add_text(text, facts, depth)
@@ -445,11 +453,8 @@ def _relayed_exception(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
     own whose reply is the openai SDK's exception, "Error code: 400 - {...}", after a
     short prefix ("**ERROR**: INVALID_REQUEST - ", "Exception:"). A model's reply does not
     start so: read as an error's message, with the status it names."""
-    choices = doc.get("choices")
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        return False
-    reply = choices[0].get("message") or choices[0].get("delta")
-    text = reply.get("content") if isinstance(reply, dict) else None
+    choice = _first_choice(doc)
+    text = None if choice is None else _reply_text(choice)
     if not isinstance(text, str):
         return False
     match = _SDK_EXCEPTION_RE.match(text)
