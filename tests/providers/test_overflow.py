@@ -617,6 +617,40 @@ def test_qianfan_native_error_at_status_200() -> None:
     assert detect_overflow(200, quota, wire_format="openai") is None
     zero = b'{"error_code":0,"error_msg":"Prompt tokens too long"}'
     assert detect_overflow(200, zero, wire_format="openai") is None
+    # without an "error_code", an "error_msg" is an error (Onyx's answer), unless empty
+    onyx = (
+        b'{"answer":"","message_id":1842,"error_msg":"Context window exceeded: Your input'
+        b" is too long for the model to process. Your invoked model (gpt-4o) has a maximum"
+        b' context size of 128000."}'
+    )
+    assert detect_overflow(200, onyx, wire_format="openai") == Overflow(None, 128000)
+    answered = b'{"answer":"The context window is too long to read.","error_msg":""}'
+    assert detect_overflow(200, answered, wire_format="openai") is None
+
+
+def test_an_upstream_answer_a_gateway_failed_to_validate() -> None:
+    # Vercel AI Gateway's stream error holds the upstream's error body, escaped, as the
+    # value its schema turned down
+    upstream = json.dumps(
+        {
+            "error": {
+                "message": "This model's maximum context length is 40960 tokens. However,"
+                " you requested 100 output tokens and your prompt contains at least 40861"
+                " input tokens, for a total of at least 40961 tokens."
+            }
+        }
+    )
+
+    def event(value: object) -> bytes:
+        error = {"code": "error", "message": "Stream error occurred", "value": value}
+        chunk = {"object": "chat.completion.chunk", "error": error}
+        return b"data: " + json.dumps(chunk).encode() + b"\n\n"
+
+    wrapped = {"error_type": "validation_error", "error_message": upstream}
+    assert detect_stream_overflow(event(wrapped), wire_format="openai") is not None
+    # a value with no error message of its own says nothing
+    reply = {"choices": [{"delta": {"content": "context length exceeded"}}]}
+    assert detect_stream_overflow(event(reply), wire_format="openai") is None
 
 
 @pytest.mark.parametrize(

@@ -304,8 +304,11 @@ def _walk_document(doc: Any, facts: _Facts, depth: int, *, error_status: bool) -
     if _window_stop(doc):
         facts.codes.add(WINDOW_STOP)
         return True
-    if isinstance(doc.get("error_message"), str) and doc["error_message"]:
-        # DeepInfra's {"error_type": ..., "error_message": ...}, also as a stream chunk
+    message = doc.get("error_message") or ("error_code" not in doc and doc.get("error_msg"))
+    if isinstance(message, str) and message:
+        # DeepInfra's {"error_type": ..., "error_message": ...}, also as a stream chunk;
+        # Onyx's answer {"answer": "", ..., "error_msg": ...} sent with 200 (with an
+        # "error_code", Baidu's shape below: 0 there means no error)
         _walk_error(doc, facts, depth)
         return True
     if doc.get("error_code") not in (None, False, 0, "", "0") and any(

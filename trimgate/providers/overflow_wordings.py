@@ -1056,6 +1056,9 @@ _NEST_KEYS: Final = (
     "innererror",
     "detail",
     "status",
+    # the upstream answer a gateway failed to validate (Vercel AI Gateway's stream error
+    # {"name": "AI_TypeValidationError", "value": {"error_message": "{\"error\": ...}"}})
+    "value",
 )
 
 # --------------------------------------------------------------------------- SSE events
