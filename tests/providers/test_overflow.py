@@ -1244,6 +1244,11 @@ def test_generic_rule_never_fires_on_look_alikes(message: str) -> None:
             Overflow(5056, 2048),
         ),
         ("Requested tokens (5136) exceed context window of 4096", Overflow(5136, 4096)),
+        (  # Vespa's LLM searcher over llama.cpp: the prompt and completion in brackets
+            "Context size per request (4096 tokens) is too small to fit the prompt (3871) and "
+            "completion (512) tokens.",
+            Overflow(3871, 3584),
+        ),
         (  # Cloudflare Workers AI: the estimate includes the output reservation, so no count
             "AiError: The estimated number of input and maximum output tokens (139467) exceeded "
             "this model context window limit (24000).",

@@ -719,7 +719,7 @@ _ITEM_OUTPUT_AFTER_RE: Final = _p(
 )
 _ITEM_OUTPUT_BEFORE_RE: Final = _p(
     r"(?:output tokens length is|max_new_tokens\s*=?|max[_ ]tokens(?: value)?\s*[:=(]?\s*\(?"
-    r"|max_(?:completion_)?tokens'? is too large:)\s*" + _ITEM_N
+    r"|max_(?:completion_)?tokens'? is too large:|completion\s*\()\s*" + _ITEM_N
 )
 _ITEM_LIMIT_RE: Final = _p(
     r"(?:context (?:length|window|size)|max(?:imum)?(?: model)? (?:context |sequence |total )?"
