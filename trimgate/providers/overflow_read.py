@@ -304,6 +304,17 @@ def _walk_document(doc: Any, facts: _Facts, depth: int, *, error_status: bool) -
     if _window_stop(doc):
         facts.codes.add(WINDOW_STOP)
         return True
+    if _flat_error(doc, facts, depth):
+        return True
+    if error_status:
+        _walk_error(doc, facts, depth)
+        return True
+    return False
+
+
+def _flat_error(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
+    """An error whose message sits beside the answer's other fields, under a key of its
+    own, read whatever the status."""
     message = doc.get("error_message") or ("error_code" not in doc and doc.get("error_msg"))
     if isinstance(message, str) and message:
         # DeepInfra's {"error_type": ..., "error_message": ...}, also as a stream chunk;
@@ -320,9 +331,6 @@ def _walk_document(doc: Any, facts: _Facts, depth: int, *, error_status: bool) -
         _walk_error(doc, facts, depth)
         if isinstance(doc.get("text"), str):
             _add_text(doc["text"], facts, depth)
-        return True
-    if error_status:
-        _walk_error(doc, facts, depth)
         return True
     return False
 
