@@ -814,8 +814,11 @@ def test_a_strong_sentence_names_what_exceeds(status: int) -> None:
         "input length and max_tokens exceed the context window",
     ):
         assert detect_overflow(status, _error_body(message), wire_format="openai") is not None
-    setting = "Provided max_tokens (8192) exceeds context window size (4096)."
-    assert detect_overflow(status, _error_body(setting), wire_format="openai") is None
+    for setting in (
+        "Provided max_tokens (8192) exceeds context window size (4096).",
+        "max_tokens is too large for the model context window",
+    ):
+        assert detect_overflow(status, _error_body(setting), wire_format="openai") is None
 
 
 def test_a_424_carries_the_model_own_refusal() -> None:
@@ -1117,6 +1120,7 @@ def test_error_inside_a_choice_with_status_200() -> None:
         "Requested prompt(32762 tokens) leaves no room for generated tokens",
         # a prompt-side maximum stated alone, as its only count
         "max supported input length = 512 for now",  # BLOOM's inference server, a 500
+        "Request body is too large for model context window",  # GitHub Copilot
         "Maximum context length is 4096 tokens.",
     ],
 )
@@ -1700,11 +1704,44 @@ def test_heldout_figures(capsys: pytest.CaptureFixture[str]) -> None:
         )
     assert not false_positives
     assert not wrong_counts
-    assert len(overflows) - len(missed) >= 0.98 * len(overflows)
+    # Every miss is one left on purpose, with its reason: a reader that stops recognising
+    # an overflow, or a new batch's miss, fails here until it is fixed or written into
+    # _LEFT_MISSES with why; one read now leaves the ledger.
+    assert sorted(missed) == sorted(_LEFT_MISSES)
     # a probe costs a look-alike one or two more upstream calls: suspects stay rare among
     # them, byte-size limits aside (probed on purpose: a trimmed body may well pass them)
     sizes = {e["id"] for e in others if _BODY_LIMIT_RE.search(e["body"]) or e["status"] == 413}
     assert len(set(probed[False]) - sizes) <= 0.03 * len(others)
+
+
+# Held-out overflows no reader recognises, and why they are left so. The first three kinds
+# are choices: a 404 or 503 never reads as an overflow (a missing model, an overloaded
+# upstream: trimming would lose context for nothing), nor does a cap in characters (the
+# look-alikes hold as many: text-to-speech inputs, single fields, a message's length).
+_CHARACTERS: Final = "a cap in characters, which look-alikes share"
+_NOT_TRIMMED: Final = "an API whose requests are not chats trimgate trims"
+_LEFT_MISSES: Final = {
+    "hb12-clova-40003-textlong": '"Text too long" alone: a suspect, recovered by a probe',
+    "hb13-gigachat-413-payload-too-large-context": "a 413 with no words: a suspect, probed",
+    "hb14-chatanywhere-free-prompt-limit": "a free plan's prompt cap, sent as a 403",
+    "hb21-petals-chat-max-length": _NOT_TRIMMED + " (a traceback under {ok: false})",
+    "hb30-mlx-swap-proxy-404-context-limit": "a 404",
+    "hb35-bitnet-fastapi-prompt-too-long-chars": _CHARACTERS,
+    "hb41-pollinations-input-text-character-cap": _CHARACTERS,
+    "hb57-llm-gw-no-suitable-variant": "a routing failure that states a size, no limit",
+    "hb58-freeroute-vi-combo-context-overflow-200-choice": "a reply whose text is the error",
+    "hb66-fastflowlm-max-length-200": "\"Max length reached\": the output's or the input's",
+    "hb73-runpod-sglang-runsync-input-too-long": _NOT_TRIMMED + " (RunPod's /runsync job)",
+    "hb73-runpod-sglang-runsync-total-too-long": _NOT_TRIMMED + " (RunPod's /runsync job)",
+    "hb73-runpod-trtllm-runsync-max-seq-len": _NOT_TRIMMED + " (RunPod's /runsync job)",
+    "hb83-geminilive-close-input-request-contains": "a Gemini Live close reason (relayed)",
+    "hb83-geminilive-close-system-instruction-sum": "a Gemini Live close reason (relayed)",
+    "hb91-lightrag-ollama-chat-ndjson-provider-error": _NOT_TRIMMED + " (Ollama's NDJSON)",
+    "hb95-llamago-prompt-chars": _CHARACTERS,
+    "hb98-lightspeed-chatbot-stream-prompt-too-long": _NOT_TRIMMED + " (road-core's query)",
+    "hb99-afmbridge-openai-ctx-503": "a 503",
+    "hb99-afmbridge-anthropic-ctx-503": "a 503",
+}
 
 
 # Held-out overflows whose stated count no reader takes, by design: a bare "[131842]" after

@@ -941,6 +941,8 @@ _STRONG_RE: Final = _p(
     # (a model's name may stand before it: "exceeds claude-opus-4-7 context window")
     r"|\bexceed(?:s|ed)? (?:the )?(?:model'?s? |[\w.:/-]*\d[\w.:/-]*'?s? )?"
     r"(?:maximum |available )?context[ _-]?(?:window|length|size|limit)\b"
+    # "Request body is too large for model context window" (GitHub Copilot's /v1/messages)
+    r"|\btoo (?:long|large|big) for (?:the )?(?:model'?s? )?context[ _-]?(?:window|length|size)\b"
     # Russian: "превышает контекст модели" (exceeds the model's context), "превышена длина
     # контекста" (the context length is exceeded)
     r"|(?u:превыш\w*\s+(?:\w+\s+){0,2}?контекст)"
