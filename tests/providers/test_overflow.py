@@ -1366,6 +1366,11 @@ def test_a_limit_and_a_larger_count_in_unlisted_wordings(
             "tokens + 1 max_tokens > 32768.",
             Overflow(33000, 32767),
         ),
+        (  # the window as "should be less than or equal to L"
+            "Input tokens length is 29618. Output tokens length is 8192. The total length "
+            "should be less than or equal to 32768",
+            Overflow(29618, 24576),
+        ),
         # it fits: some other error
         ("context length 8192; 3000 input tokens and 1000 output tokens", None),
         # two reservations: not unambiguous

@@ -727,7 +727,8 @@ _ITEM_LIMIT_RE: Final = _p(
     r"|kv_capacity|number of tokens per request)"
     r"(?: of (?=[\w.\-]*[a-z])[\w.\-]+)?\D{0,16}?"
     + _ITEM_N
-    + r"|(?:<=|must be <=|should not exceed|cannot exceed|>)\s*\(?\s*(?:[a-z_]+\s*)?\(?"
+    + r"|(?:<=|must be <=|should not exceed|cannot exceed|>|(?:must|should) be less than or"
+    r" equal to)\s*\(?\s*(?:[a-z_]+\s*)?\(?"
     + _ITEM_N
     + r"|total length should be \[1, "
     + _ITEM_N
