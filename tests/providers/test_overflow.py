@@ -91,7 +91,8 @@ def test_corpus_has_enough_real_entries() -> None:
     negatives = [e for e in CORPUS if not e["overflow"]]
     assert len(positives) >= 120
     assert len(negatives) >= len(positives)
-    assert len({e["server"] for e in positives}) >= 35
+    # a server by its name, not the version or route its note adds ("vllm-spyre (...)")
+    assert len({e["server"].split(" (")[0].lower() for e in positives}) >= 35
     assert any(e["stream"] and e["overflow"] for e in CORPUS)
     assert any(e["stream"] and not e["overflow"] for e in CORPUS)
 
@@ -1746,6 +1747,7 @@ _LEFT_MISSES: Final = {
     "hb98-lightspeed-chatbot-stream-prompt-too-long": _NOT_TRIMMED + " (road-core's query)",
     "hb99-afmbridge-openai-ctx-503": "a 503",
     "hb99-afmbridge-anthropic-ctx-503": "a 503",
+    "hb105-vllmspyre-warmup-shape": "no window stated, and said when only the output is over",
 }
 
 

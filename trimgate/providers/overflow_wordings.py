@@ -494,6 +494,13 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
         r"max_total_tokens \((?P<withres>{N})\) must be less than or equal to max_seq_len"
         r" \((?P<max>{N})\)"
     ),
+    # vllm-spyre (IBM Spyre): "prompt length is P tokens, which gets padded to PP tokens,
+    # maximum number of output tokens is C tokens, but max model context length is L": the
+    # padded length is what must fit beside the output
+    _p(
+        r"gets padded to (?P<real>{N}) tokens, maximum number of output tokens is (?P<comp>{N})"
+        r" tokens, but max model context length is (?P<max>{N})"
+    ),
     # NovelAI: "ModelMaxLength: model 'M' has L tokens maximum, P tokens context requested"
     _p(r"has (?P<max>{N}) tokens maximum, (?P<real>{N}) tokens context requested"),
     # Gemini (PaLM-era wording): "Input request contains (P) tokens, which is more than the
