@@ -1367,6 +1367,11 @@ def test_a_limit_and_a_larger_count_in_unlisted_wordings(
             "tokens + 1 max_tokens > 32768.",
             Overflow(33000, 32767),
         ),
+        (  # ms-swift: "prompt has P", "set the `max_tokens` to C"
+            "Your prompt has 7843 tokens, and you have set the `max_tokens` to 1024, but the "
+            "maximum model length supported is 8192.",
+            Overflow(7843, 7168),
+        ),
         (  # the window as "should be less than or equal to L"
             "Input tokens length is 29618. Output tokens length is 8192. The total length "
             "should be less than or equal to 32768",
@@ -1748,6 +1753,7 @@ _LEFT_MISSES: Final = {
     "hb99-afmbridge-openai-ctx-503": "a 503",
     "hb99-afmbridge-anthropic-ctx-503": "a 503",
     "hb105-vllmspyre-warmup-shape": "no window stated, and said when only the output is over",
+    "hb106-yuan2-megatron-server-seq-length": _NOT_TRIMMED + " (Yuan 2.0's PUT /yuan)",
 }
 
 

@@ -717,7 +717,7 @@ _ITEM_PROMPT_AFTER_RE: Final = _p(
 _ITEM_PROMPT_BEFORE_RE: Final = _p(
     r"(?:input tokens length is|prompt length\s*=?\s*\(?|prompt tokens?:?|input length\s*"
     r"|(?:input|prompt)_tokens\s*="
-    r"|prompt contains(?: at least)?|you passed|prompt token len|prompt\s*\()\s*" + _ITEM_N
+    r"|prompt (?:contains(?: at least)?|has)|you passed|prompt token len|prompt\s*\()\s*" + _ITEM_N
 )
 _ITEM_OUTPUT_AFTER_RE: Final = _p(
     _ITEM_N + r"\s*(?:output tokens?|`?max_(?:new_|completion_)?tokens\b`?"
@@ -725,7 +725,9 @@ _ITEM_OUTPUT_AFTER_RE: Final = _p(
     r"|output\b|(?:max )?generation\b)"
 )
 _ITEM_OUTPUT_BEFORE_RE: Final = _p(
-    r"(?:output tokens length is|max_new_tokens\s*=?|max[_ ]tokens(?: value)?\s*[:=(]?\s*\(?"
+    # ("you have set the `max_tokens` to C", ms-swift)
+    r"(?:output tokens length is|max_new_tokens\s*=?"
+    r"|max[_ ]tokens`?(?: value)?(?: to)?\s*[:=(]?\s*\(?"
     r"|max_(?:completion_)?tokens'? is too large:|completion\s*\()\s*" + _ITEM_N
 )
 _ITEM_LIMIT_RE: Final = _p(
