@@ -278,6 +278,19 @@ def test_only_firsts_own_error_chunk_is_read_as_an_error() -> None:
         (422, "No suitable variant found for model 'q' with required context size 118734", False),
         (500, "Request contains an invalid argument.", None),  # passing trouble, maybe
         (400, "max_tokens must be at most 4096", None),  # what a trim cannot fix
+        # the window named beside an output setting: which of the two is over, the probe
+        # tells (a prompt padded past the window, or a max_tokens no prompt fits with)
+        (
+            400,
+            "Could not add request: prompt length is 31950 tokens, which gets rounded to 32000"
+            " tokens, maximum number of output tokens is 800 tokens, but max model context"
+            " length is 32768.",
+            False,
+        ),
+        (400, "max_tokens=140000 cannot be greater than max_model_len=131072.", False),
+        # ... but not beside a byte or media limit, nor an output limit with no window
+        (400, "image of 6 MB and max_tokens exceed the context window", None),
+        (422, "`max_new_tokens` must be <= 192. Given: 2048", None),
         (400, "Invalid image: unsupported format", None),
         (400, "You exceeded your current quota", None),
         # a rate limit named by its exception class (no spaces between the words)

@@ -27,6 +27,7 @@ from trimgate.providers.overflow_wordings import (
     _GEN_EXCLUDE_RE,
     _GEN_LIMIT_RE,
     _GEN_LIMIT_STATED_RE,
+    _GEN_SHAPE_EXCLUDE_RE,
     _GEN_SUBJECT_RE,
     _GEN_TOO_LONG_RE,
     _GEN_ZH_EXCESS_RE,
@@ -75,6 +76,7 @@ from trimgate.providers.overflow_wordings import (
     _SUSPECT_NUMBER_RE,
     _SUSPECT_SUBJECT_RE,
     _TEXT_KEYS,
+    _WINDOW_NAME_RE,
     _ZERO_LIMIT_RE,
 )
 
@@ -954,6 +956,17 @@ def _suspect_text(text: str) -> bool:
     return _SUSPECT_SUBJECT_RE.search(text) is not None
 
 
+def _plainly_trimmable(texts: list[str]) -> bool:
+    """Messages of a plain client error that a trim may fix: naming nothing a trim cannot
+    fix, or the window beside an output setting and no other limit (a probe that passes
+    says it was the prompt; one that fails, the setting)."""
+    if not any(map(_untrimmable, texts)):
+        return True
+    return any(_WINDOW_NAME_RE.search(text) for text in texts) and not any(
+        _GEN_SHAPE_EXCLUDE_RE.search(text) or _GEN_ZH_EXCLUDE_RE.search(text) for text in texts
+    )
+
+
 def _suspect(status: int, facts: _Facts, *, plain: bool = False) -> Suspect | None:
     """The suspect an unrecognised error's facts make, or None (rate, quota, billing,
     auth and safety wordings never are). ``plain``: a 400, 413 or 422 with a message that
@@ -968,7 +981,7 @@ def _suspect(status: int, facts: _Facts, *, plain: bool = False) -> Suspect | No
         status == 413 and any(_SUSPECT_413_RE.search(text) for text in facts.texts)
     )
     plain = plain and status in _PLAIN_STATUSES and bool(facts.texts)
-    if not worded and not (plain and not any(map(_untrimmable, facts.texts))):
+    if not worded and not (plain and _plainly_trimmable(facts.texts)):
         return None
     text = _SUSPECT_ID_RE.sub("#", " | ".join(facts.texts)[:_SUSPECT_KEY_CHARS])
     numbers = tuple(int(n.replace(",", "")) for n in _SUSPECT_NUMBER_RE.findall(text))

@@ -763,14 +763,17 @@ _GEN_TOO_LONG_RE: Final = _p(
     r"|too many (?:\w+ )?tokens"
 )
 # Output limits, byte or media sizes, request shapes: never a prompt that fits after a trim.
-_GEN_EXCLUDE_RE: Final = _p(
+# The output's part first, the rest after (``_GEN_SHAPE_EXCLUDE``).
+_GEN_OUTPUT_EXCLUDE: Final = (
     r"max_(?:new_|completion_|output_|total_)?tokens|max tokens (?:must|should|cannot|is|are)\b"
     r"|max(?:imum)? output|max_length|output tokens?|completion tokens?"
     r"|maximum tokens you requested|generat(?!ion failed|ing (?:a |the )?response)"
     # "Max tokens exceeds model's max length" (Xinference), "Max tokens exceeded." (albert-api):
     # the output reservation, not the prompt
     r"|max tokens exceed"
-    r"|\bbytes?\b|\b[kmg]i?b\b|\d ?[kmg]i?b\b|megabytes|\bjson\b"
+)
+_GEN_SHAPE_EXCLUDE: Final = (
+    r"\bbytes?\b|\b[kmg]i?b\b|\d ?[kmg]i?b\b|megabytes|\bjson\b"
     r"|image|audio|video|file|attachment|document|pdf"
     r"|payload|request body|body size|string too long|expected a string|array too long"
     # (a tool's input counted in the prompt is not a tool limit: "3555 of tool input")
@@ -789,6 +792,15 @@ _GEN_EXCLUDE_RE: Final = _p(
     r"|slow down|short (?:period|time)|try again (?:later|in\b)|retry after"
     # a field's own limit (a system prompt's characters, metadata, a description), not the window
     r"|\d[\d,]* (?:characters?|chars)\b|\bfields?\b|metadata|\bdescriptions?\b"
+)
+_GEN_EXCLUDE_RE: Final = _p(_GEN_OUTPUT_EXCLUDE + "|" + _GEN_SHAPE_EXCLUDE)
+_GEN_SHAPE_EXCLUDE_RE: Final = _p(_GEN_SHAPE_EXCLUDE)
+# The window named, as a plain client error names it beside an output setting ("prompt has
+# P tokens, and you have set the `max_tokens` to C, but the maximum model length supported
+# is L"): which of the two is over, a probe tells (``_plainly_trimmable``).
+_WINDOW_NAME_RE: Final = _p(
+    r"\bcontext(?:[ _-]?(?:window|length|size|limit))\b|\bmax_?seq_?len\b|\bsequence length\b"
+    r"|\bn_ctx\b|\bmax_model_len\b|\bmax(?:imum)? model (?:context )?(?:length|len)\b"
 )
 # The generic rule for Chinese wordings (DashScope, Qianfan, Spark, Zhipu, relays such as
 # one-api / new-api): a prompt-side subject (上下文 context, 输入 input, 提示 prompt, 对话
