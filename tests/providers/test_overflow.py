@@ -623,6 +623,27 @@ def test_context_size_exceeded_and_the_kv_wording_by_status() -> None:
     assert detect_overflow(500, kv, wire_format="openai") is None
 
 
+def test_an_overflow_code_beside_an_output_setting_alone() -> None:
+    # vllm-lite sends context_length_exceeded for a max_tokens over its generation ceiling
+    ceiling = {
+        "error": {
+            "message": "max_tokens (1000000) exceeds the server's default generation ceiling "
+            "(8192); no model context length is configured",
+            "code": "context_length_exceeded",
+        }
+    }
+    assert detect_overflow(400, orjson.dumps(ceiling), wire_format="openai") is None
+    # ... and a message that names the prompt's side keeps the code's reading
+    ceiling["error"]["message"] = "max_tokens and the prompt exceed the model's window"
+    assert detect_overflow(400, orjson.dumps(ceiling), wire_format="openai") is not None
+    # the code written into a router's text reads as the window exceeded
+    router = (
+        "Router error: All auto-routing models failed. Last error: CONTEXT_LENGTH_EXCEEDED: "
+        "openrouter/meta-llama/llama-3.1-8b-instruct (max: 131072) (requested: 140512)"
+    )
+    assert detect_overflow(502, _error_body(router), wire_format="openai") is not None
+
+
 def test_qianfan_native_error_at_status_200() -> None:
     body = b'{"error_code":336103,"error_msg":"Prompt tokens too long"}'
     assert detect_overflow(200, body, wire_format="openai") == Overflow(None, None)
@@ -1385,6 +1406,26 @@ def test_a_limit_and_a_larger_count_in_unlisted_wordings(
             "maximum model length supported is 8192.",
             Overflow(7843, 7168),
         ),
+        (  # vllm-lite: "prompt_tokens (P) + max_tokens (C) = T"; its reservation alone over
+            "prompt_tokens (32700) + max_tokens (100) = 32800 exceeds the model's context "
+            "length (32768)",
+            Overflow(32700, 32668),
+        ),
+        (
+            "prompt_tokens (10) + max_tokens (9000) = 9010 exceeds the model's context "
+            "length (8192)",
+            None,
+        ),
+        (  # mivi: "prompt uses P", "output reserves C", "context limit is L"
+            "Context length exceeded: prompt uses 31000 tokens and requested output reserves "
+            "2048, but model context limit is 32768",
+            Overflow(31000, 30720),
+        ),
+        (
+            "Context length exceeded: prompt uses 12 tokens and requested output reserves "
+            "8192, but model context limit is 4096",
+            None,
+        ),
         (  # the window as "should be less than or equal to L"
             "Input tokens length is 29618. Output tokens length is 8192. The total length "
             "should be less than or equal to 32768",
@@ -1772,7 +1813,15 @@ _LEFT_MISSES: Final = {
 
 # Held-out overflows whose stated count no reader takes, by design: a bare "[131842]" after
 # coze-discord-proxy's "prompt已超过限制" names nothing (the retry aims at 2/3 of the estimate)
-_UNREAD: Final = frozenset({"hb35-coze-discord-proxy-prompt-token-limit"})
+_UNREAD: Final = frozenset(
+    {
+        "hb35-coze-discord-proxy-prompt-token-limit",
+        # TensorSharp's long advice names the output setting ("maxTokens/reply-length"),
+        # and counts beside an output are never guessed at
+        "hb111-tensorsharp-attached-document-exceeds-limit",
+        "hb111-tensorsharp-attached-document-plus-reserve",
+    }
+)
 
 
 # A body-size limit, whatever its status ("request too large", "Request body exceeds the

@@ -60,10 +60,12 @@ from trimgate.providers.overflow_wordings import (
     _PLAIN_STATUSES,
     _PROMPT_PARTS,
     _PROMPT_PARTS_2,
+    _PROMPT_SIDE_RE,
     _PROMPT_WORD_RE,
     _RATE_HINTS,
     _RATE_RE,
     _SENTENCE_END_RE,
+    _SIZE_COUNT_RE,
     _STATUS_COUNT_RE,
     _STATUS_KEYS,
     _STRONG_RE,
@@ -819,7 +821,9 @@ def _overflow_code(codes: set[str], texts: list[str]) -> bool:
     beside it that names an output (KoboldAI's ``token_overflow`` says "Your Max Tokens
     setting is too low")."""
     if codes & _OVERFLOW_CODES:
-        return True
+        # ... unless its message is about an output setting alone (vllm-lite sends the code
+        # with "max_tokens (1000000) exceeds the server's default generation ceiling")
+        return not any(map(_output_alone, texts))
     if any(_OUTPUT_WORD_RE.search(text) is not None for text in texts):
         return False
     for code in codes:
@@ -833,6 +837,11 @@ def _overflow_code(codes: set[str], texts: list[str]) -> bool:
         ):
             return True
     return False
+
+
+def _output_alone(text: str) -> bool:
+    """A message that names an output setting and nothing of the prompt's side."""
+    return _OUTPUT_SETTING_RE.search(text) is not None and _PROMPT_SIDE_RE.search(text) is None
 
 
 def _forbidden_overflow(facts: _Facts) -> bool:
@@ -911,6 +920,7 @@ def _two_counts(texts: list[str]) -> Overflow | None:
                 value >= _MIN_COUNT
                 and _CODE_COUNT_RE.search(before) is None
                 and _STATUS_COUNT_RE.match(after) is None
+                and _SIZE_COUNT_RE.match(after) is None
             ):
                 counts.add(value)
                 if len(counts) > 2:

@@ -716,8 +716,9 @@ _ITEM_PROMPT_AFTER_RE: Final = _p(
 )
 _ITEM_PROMPT_BEFORE_RE: Final = _p(
     r"(?:input tokens length is|prompt length\s*=?\s*\(?|prompt tokens?:?|input length\s*"
-    r"|(?:input|prompt)_tokens\s*="
-    r"|prompt (?:contains(?: at least)?|has)|you passed|prompt token len|prompt\s*\()\s*" + _ITEM_N
+    r"|(?:input|prompt)_tokens\s*[=(]"
+    r"|prompt (?:contains(?: at least)?|has|uses)|you passed|prompt token len|prompt\s*\()\s*"
+    + _ITEM_N
 )
 _ITEM_OUTPUT_AFTER_RE: Final = _p(
     _ITEM_N + r"\s*(?:output tokens?|`?max_(?:new_|completion_)?tokens\b`?"
@@ -728,11 +729,13 @@ _ITEM_OUTPUT_BEFORE_RE: Final = _p(
     # ("you have set the `max_tokens` to C", ms-swift)
     r"(?:output tokens length is|max_new_tokens\s*=?"
     r"|max[_ ]tokens`?(?: value)?(?: to)?\s*[:=(]?\s*\(?"
-    r"|max_(?:completion_)?tokens'? is too large:|completion\s*\()\s*" + _ITEM_N
+    r"|max_(?:completion_)?tokens'? is too large:|(?:completion|output)\s*\(|output reserves)\s*"
+    + _ITEM_N
 )
 _ITEM_LIMIT_RE: Final = _p(
-    r"(?:context (?:length|window|size)|max(?:imum)?(?: model)? (?:context |sequence |total )?"
-    r"(?:length|len)|max_seq_len|max_model_len|max_num_tokens|max_kv_size|context window limit"
+    r"(?:context[ _](?:length|window|size|limit)"
+    r"|max(?:imum)?(?: model)? (?:context |sequence |total )?(?:length|len)|max_seq_len"
+    r"|max_model_len|max_num_tokens|max_kv_size|context window limit"
     r"|kv_capacity|number of tokens per request)"
     r"(?: of (?=[\w.\-]*[a-z])[\w.\-]+)?\D{0,16}?"
     + _ITEM_N
@@ -945,6 +948,8 @@ _OUTPUT_SETTING_RE: Final = _p(
     r"max_(?:new_|completion_|output_)?tokens|max(?:imum)?[ _-]?(?:output|completion|new)"
     r"[ _-]?tokens|\bmax tokens\b|maxoutputtokens|\bn?_?num_predict\b|\bn_predict\b"
 )
+# The prompt's side named as such, not the window's name ("context length") beside it
+_PROMPT_SIDE_RE: Final = _p(r"\b(?:prompt|input|messages?|conversation|history)\b")
 # (not a quoted key of an envelope printed inside the message: "{'message': ...")
 _PROMPT_WORD_RE: Final = _p(
     r"(?<!['\"])\b(?:prompt|input|messages?|content|conversation|history|context)\b"
@@ -959,7 +964,8 @@ _EXCEED_INTL: Final = (
     r"|超え|超過|초과|vượt quá"
 )
 _STRONG_RE: Final = _p(
-    r"\bcontext(?:[ _-]?(?:window|length|size|limit))? (?:is )?(?:exceeded|overflow)"
+    # (also as a code written into the text: "Last error: CONTEXT_LENGTH_EXCEEDED: ...")
+    r"\bcontext(?:[ _-]?(?:window|length|size|limit))?[ _](?:is )?(?:exceeded|overflow)"
     # (a model's name may stand before it: "exceeds claude-opus-4-7 context window")
     r"|\bexceed(?:s|ed)? (?:the )?(?:model'?s? |[\w.:/-]*\d[\w.:/-]*'?s? )?"
     r"(?:maximum |available )?context[ _-]?(?:window|length|size|limit)\b"
@@ -1010,6 +1016,9 @@ _STATUS_COUNT_RE: Final = _p(
     r"[ \t]*\(?(?:bad ?request|unprocessable|payload too large|request entity too large"
     r"|content too large|internal server error|bad gateway)\b"
 )
+# ... nor a size in characters or bytes beside the token counts ("estimated ~41666 tokens
+# (from 125000 chars) exceeds context window of 32768 tokens")
+_SIZE_COUNT_RE: Final = _p(r"[ \t]*(?:chars?|characters?|bytes?)\b")
 # Counts a recognised wording states only as "N > M" or "N >= M" ("Token sequence length is
 # longer than the specified maximum sequence length for this model (1336 > 512)", SGLang's
 # "After expanding len(...)=5192 => 6153 >= 5489"), not inside a sum ("3500 + 1024 > 4096").
