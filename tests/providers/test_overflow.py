@@ -1808,6 +1808,8 @@ _LEFT_MISSES: Final = {
     "hb99-afmbridge-anthropic-ctx-503": "a 503",
     "hb105-vllmspyre-warmup-shape": "no window stated, and said when only the output is over",
     "hb106-yuan2-megatron-server-seq-length": _NOT_TRIMMED + " (Yuan 2.0's PUT /yuan)",
+    "hb113-letta-ctx-stream-internal-error": _NOT_TRIMMED + " (Letta's agent messages)",
+    "hb113-letta-system-prompt-overflow-stream": _NOT_TRIMMED + " (Letta's agent messages)",
 }
 
 
@@ -1820,6 +1822,9 @@ _UNREAD: Final = frozenset(
         # and counts beside an output are never guessed at
         "hb111-tensorsharp-attached-document-exceeds-limit",
         "hb111-tensorsharp-attached-document-plus-reserve",
+        # PrivateGPT's "message length M and system prompt length S exceed the maximum
+        # token limit L": three counts, the prompt in two parts
+        "hb113-privategpt-request-too-large-combined",
     }
 )
 
