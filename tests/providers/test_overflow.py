@@ -1810,6 +1810,7 @@ _LEFT_MISSES: Final = {
     "hb106-yuan2-megatron-server-seq-length": _NOT_TRIMMED + " (Yuan 2.0's PUT /yuan)",
     "hb113-letta-ctx-stream-internal-error": _NOT_TRIMMED + " (Letta's agent messages)",
     "hb113-letta-system-prompt-overflow-stream": _NOT_TRIMMED + " (Letta's agent messages)",
+    "hb115-agent-cli-to-api-prompt-too-large": _CHARACTERS,
 }
 
 
