@@ -1811,6 +1811,8 @@ _LEFT_MISSES: Final = {
     "hb113-letta-ctx-stream-internal-error": _NOT_TRIMMED + " (Letta's agent messages)",
     "hb113-letta-system-prompt-overflow-stream": _NOT_TRIMMED + " (Letta's agent messages)",
     "hb115-agent-cli-to-api-prompt-too-large": _CHARACTERS,
+    "hb118-lemonade-fastflowlm-npu-max-length-reached": '"Max length reached!": a plain suspect',
+    "hb120-agnes-analyzer-prompt-token-cap": "a safety scanner's cap: its words rule a trim out",
 }
 
 
