@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 from typing import Any, Final
 
@@ -633,15 +634,38 @@ def test_an_overflow_code_beside_an_output_setting_alone() -> None:
         }
     }
     assert detect_overflow(400, orjson.dumps(ceiling), wire_format="openai") is None
-    # ... and a message that names the prompt's side keeps the code's reading
-    ceiling["error"]["message"] = "max_tokens and the prompt exceed the model's window"
-    assert detect_overflow(400, orjson.dumps(ceiling), wire_format="openai") is not None
+    # ... and a message that names the prompt's side, or the room it leaves, keeps the
+    # code's reading
+    for message in (
+        "max_tokens and the prompt exceed the model's window",
+        "max_tokens exceeds the remaining context window (812 tokens left)",
+    ):
+        ceiling["error"]["message"] = message
+        assert detect_overflow(400, orjson.dumps(ceiling), wire_format="openai") is not None
     # the code written into a router's text reads as the window exceeded
     router = (
         "Router error: All auto-routing models failed. Last error: CONTEXT_LENGTH_EXCEEDED: "
         "openrouter/meta-llama/llama-3.1-8b-instruct (max: 131072) (requested: 140512)"
     )
     assert detect_overflow(502, _error_body(router), wire_format="openai") is not None
+
+
+@pytest.mark.parametrize(
+    "lead",
+    ["context length max tokens to", "prompt length", "context length <=", "exceeds", "tokens"],
+)
+@pytest.mark.parametrize("fill", [" ", "1", "1,"])
+def test_a_long_run_after_a_reader_word_is_read_in_linear_time(lead: str, fill: str) -> None:
+    # Two greedy quantifiers side by side over a run of blanks or digits tried every split
+    # of it: 4 KiB of them held the event loop for minutes. A hang guard, not a timing
+    # target: linear readers take milliseconds, the quadratic and cubic ones took seconds.
+    message = lead + " " + fill * (4000 // len(fill)) + " x"
+    body = orjson.dumps({"error": {"message": message}})
+    started = time.monotonic()
+    detect_overflow(400, body, wire_format="openai")
+    overflow.detect_unfixable(400, body)
+    detect_suspect(400, body, plain=True)
+    assert time.monotonic() - started < 2.0
 
 
 def test_qianfan_native_error_at_status_200() -> None:
@@ -659,8 +683,13 @@ def test_qianfan_native_error_at_status_200() -> None:
         b' context size of 128000."}'
     )
     assert detect_overflow(200, onyx, wire_format="openai") == Overflow(None, 128000)
-    answered = b'{"answer":"The context window is too long to read.","error_msg":""}'
-    assert detect_overflow(200, answered, wire_format="openai") is None
+    for answered in (
+        b'{"answer":"The context window is too long to read.","error_msg":""}',
+        # beside an answer, an "error_msg" is a note on it
+        b'{"answer":"Here is the summary","error_msg":"Context window exceeded while reading'
+        b' document 3; it was skipped"}',
+    ):
+        assert detect_overflow(200, answered, wire_format="openai") is None
 
 
 def test_an_upstream_answer_a_gateway_failed_to_validate() -> None:
@@ -686,6 +715,19 @@ def test_an_upstream_answer_a_gateway_failed_to_validate() -> None:
     # a value with no error message of its own says nothing
     reply = {"choices": [{"delta": {"content": "context length exceeded"}}]}
     assert detect_stream_overflow(event(reply), wire_format="openai") is None
+    # a validation error's "value" is otherwise the request's own (express-validator)
+    echo = {
+        "errors": [
+            {
+                "value": [
+                    "maximum context length is 8192 tokens. However, your messages "
+                    "resulted in 9000 tokens."
+                ],
+                "msg": "Invalid value",
+            }
+        ]
+    }
+    assert detect_overflow(400, orjson.dumps(echo), wire_format="openai") is None
 
 
 @pytest.mark.parametrize(
@@ -1231,6 +1273,9 @@ def test_generic_rule_recognises_unlisted_wordings(message: str) -> None:
         "图片大小超过限制",
         "输出长度超过模型限制",
         "文件大小超过限制",
+        # a field's name that holds the words, not a sentence that says them
+        "Unrecognized request argument supplied: context_length_exceeded_behavior",
+        "Invalid context_overflow_policy: must be one of fail, truncate",
     ],
 )
 def test_generic_rule_never_fires_on_look_alikes(message: str) -> None:
@@ -1431,6 +1476,8 @@ def test_a_limit_and_a_larger_count_in_unlisted_wordings(
             "should be less than or equal to 32768",
             Overflow(29618, 24576),
         ),
+        # a size in bytes or characters is no count of tokens
+        ("prompt has 70000 bytes and max_tokens 1000; the context limit is 65536", None),
         # it fits: some other error
         ("context length 8192; 3000 input tokens and 1000 output tokens", None),
         # two reservations: not unambiguous

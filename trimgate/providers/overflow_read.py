@@ -205,9 +205,19 @@ def _walk_error(node: Any, facts: _Facts, depth: int) -> None:
         value = node.get(key)
         if isinstance(value, (dict, list)):
             _walk_error(value, facts, depth + 1)
+    value = node.get("value")  # the upstream answer a gateway's validation turned down
+    if isinstance(value, dict) and any(key in value for key in _VALUE_ERROR_KEYS):
+        _walk_error(value, facts, depth + 1)
     response = node.get("response")  # Responses API: response.failed carries response.error
     if isinstance(response, dict) and isinstance(response.get("error"), dict):
         _walk_error(response["error"], facts, depth + 1)
+
+
+# Vercel AI Gateway's stream error {"name": "AI_TypeValidationError", "value": {"error_type":
+# ..., "error_message": "{\"error\": ...}"}} holds its upstream's error as the value it
+# turned down; a validation error's "value" is otherwise the request's own (express-validator),
+# read only when it holds an error of its own
+_VALUE_ERROR_KEYS: Final = ("error", "error_message", "error_type")
 
 
 def _stray_texts(node: Any, facts: _Facts, depth: int = 0) -> None:
@@ -319,7 +329,9 @@ def _walk_document(doc: Any, facts: _Facts, depth: int, *, error_status: bool) -
 def _flat_error(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
     """An error whose message sits beside the answer's other fields, under a key of its
     own, read whatever the status."""
-    message = doc.get("error_message") or ("error_code" not in doc and doc.get("error_msg"))
+    message = doc.get("error_message") or (
+        "error_code" not in doc and not _answered(doc) and doc.get("error_msg")
+    )
     if isinstance(message, str) and message:
         # DeepInfra's {"error_type": ..., "error_message": ...}, also as a stream chunk;
         # Onyx's answer {"answer": "", ..., "error_msg": ...} sent with 200 (with an
@@ -337,6 +349,12 @@ def _flat_error(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
             _add_text(doc["text"], facts, depth)
         return True
     return False
+
+
+def _answered(doc: dict[str, Any]) -> bool:
+    """Whether a body holds an answer beside its other fields (Onyx's "answer", or a success
+    body's choices, candidates, content or output): an "error_msg" beside one is a note."""
+    return any(doc.get(key) for key in ("answer", *_SUCCESS_KEYS))
 
 
 def _typed_error(doc: dict[str, Any]) -> bool:
@@ -641,6 +659,8 @@ def _summed(text: str) -> bool:
 def _item_counts(pattern: re.Pattern[str], text: str) -> set[int]:
     counts: set[int] = set()
     for match in pattern.finditer(text):
+        if _SIZE_COUNT_RE.match(text, match.end()) is not None:
+            continue  # "prompt has 70000 bytes": a size, not a count of tokens
         for group in match.groups():
             if group:
                 counts.add(int(group.replace(",", "")))

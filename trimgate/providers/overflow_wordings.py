@@ -163,7 +163,10 @@ _RATE_RE: Final = re.compile(
 
 # --------------------------------------------------------------------------- messages
 
-_N: Final = r"\d+(?:,\d{3})*"  # 4097, 200000, 5,958,968 (never swallows a trailing comma)
+# 4097, 200000, 5,958,968 (never swallows a trailing comma). From a run's first digit only,
+# and possessive: a count tried at every digit of a long run, each scanning the rest, costs
+# the square of its length.
+_N: Final = r"(?<!\d)\d++(?:,\d{3})*+"
 
 
 def _p(pattern: str) -> re.Pattern[str]:
@@ -702,6 +705,8 @@ _OUTPUT_WORD_RE: Final = _p(
 # max_new_tokens=C ... kv_capacity=L"), in any order. A decimal count
 # ("prompt length (9351.0)") reads as its integer.
 _ITEM_N: Final = _COUNT_N
+# (Runs of blanks are taken possessively, "\s*+": two greedy "\s*" side by side split a long
+# run of spaces every way before failing, seconds of the event loop for one message.)
 _ITEM_GATE_RE: Final = _p(
     r"\bcontext(?:[ _-]?(?:window|length|size|limit))?\b|max_?seq_?len|max_model_len|n_ctx"
     r"|total length|\bmax(?:imum)? (?:model|seq(?:uence)?) (?:length|len)\b|must be <="
@@ -715,9 +720,9 @@ _ITEM_PROMPT_AFTER_RE: Final = _p(
     r"(?:input messages|messages|prompt|(?:text|tool|image|audio|file) input)\b|prompt\b)"
 )
 _ITEM_PROMPT_BEFORE_RE: Final = _p(
-    r"(?:input tokens length is|prompt length\s*=?\s*\(?|prompt tokens?:?|input length\s*"
-    r"|(?:input|prompt)_tokens\s*[=(]"
-    r"|prompt (?:contains(?: at least)?|has|uses)|you passed|prompt token len|prompt\s*\()\s*"
+    r"(?:input tokens length is|prompt length\s*+=?+\s*+\(?+|prompt tokens?:?|input length"
+    r"|(?:input|prompt)_tokens\s*+[=(]"
+    r"|prompt (?:contains(?: at least)?|has|uses)|you passed|prompt token len|prompt\s*+\()\s*+"
     + _ITEM_N
 )
 _ITEM_OUTPUT_AFTER_RE: Final = _p(
@@ -727,10 +732,10 @@ _ITEM_OUTPUT_AFTER_RE: Final = _p(
 )
 _ITEM_OUTPUT_BEFORE_RE: Final = _p(
     # ("you have set the `max_tokens` to C", ms-swift)
-    r"(?:output tokens length is|max_new_tokens\s*=?"
-    r"|max[_ ]tokens`?(?: value)?(?: to)?\s*[:=(]?\s*\(?"
-    r"|max_(?:completion_)?tokens'? is too large:|(?:completion|output)\s*\(|output reserves)\s*"
-    + _ITEM_N
+    r"(?:output tokens length is|max_new_tokens\s*+=?+"
+    r"|max[_ ]tokens`?(?: value)?(?: to)?\s*+[:=(]?+\s*+\(?+"
+    r"|max_(?:completion_)?tokens'? is too large:|(?:completion|output)\s*+\(|output reserves)"
+    r"\s*+" + _ITEM_N
 )
 _ITEM_LIMIT_RE: Final = _p(
     r"(?:context[ _](?:length|window|size|limit)"
@@ -740,7 +745,7 @@ _ITEM_LIMIT_RE: Final = _p(
     r"(?: of (?=[\w.\-]*[a-z])[\w.\-]+)?\D{0,16}?"
     + _ITEM_N
     + r"|(?:<=|must be <=|should not exceed|cannot exceed|>|(?:must|should) be less than or"
-    r" equal to)\s*\(?\s*(?:[a-z_]+\s*)?\(?"
+    r" equal to)\s*+\(?+\s*+(?:[a-z_]++\s*+)?+\(?+"
     + _ITEM_N
     + r"|total length should be \[1, "
     + _ITEM_N
@@ -794,7 +799,7 @@ _GEN_SHAPE_EXCLUDE: Final = (
     r"|\b(?:for|per|this|each) (?:the )?(?:day|hour|month|minute)\b"
     r"|slow down|short (?:period|time)|try again (?:later|in\b)|retry after"
     # a field's own limit (a system prompt's characters, metadata, a description), not the window
-    r"|\d[\d,]* (?:characters?|chars)\b|\bfields?\b|metadata|\bdescriptions?\b"
+    r"|(?<![\d,])\d[\d,]*+ (?:characters?|chars)\b|\bfields?\b|metadata|\bdescriptions?\b"
 )
 _GEN_EXCLUDE_RE: Final = _p(_GEN_OUTPUT_EXCLUDE + "|" + _GEN_SHAPE_EXCLUDE)
 _GEN_SHAPE_EXCLUDE_RE: Final = _p(_GEN_SHAPE_EXCLUDE)
@@ -948,8 +953,11 @@ _OUTPUT_SETTING_RE: Final = _p(
     r"max_(?:new_|completion_|output_)?tokens|max(?:imum)?[ _-]?(?:output|completion|new)"
     r"[ _-]?tokens|\bmax tokens\b|maxoutputtokens|\bn?_?num_predict\b|\bn_predict\b"
 )
-# The prompt's side named as such, not the window's name ("context length") beside it
-_PROMPT_SIDE_RE: Final = _p(r"\b(?:prompt|input|messages?|conversation|history)\b")
+# The prompt's side named as such, or the room it leaves ("max_tokens exceeds the remaining
+# context window"), not the window's name ("context length") beside an output setting
+_PROMPT_SIDE_RE: Final = _p(
+    r"\b(?:prompt|input|messages?|conversation|history|remaining|left|available)\b"
+)
 # (not a quoted key of an envelope printed inside the message: "{'message': ...")
 _PROMPT_WORD_RE: Final = _p(
     r"(?<!['\"])\b(?:prompt|input|messages?|content|conversation|history|context)\b"
@@ -965,9 +973,9 @@ _EXCEED_INTL: Final = (
 )
 _STRONG_RE: Final = _p(
     # (also as a code written into the text: "Last error: CONTEXT_LENGTH_EXCEEDED: ...")
-    r"\bcontext(?:[ _-]?(?:window|length|size|limit))?[ _](?:is )?(?:exceeded|overflow)"
+    r"\bcontext(?:[ _-]?(?:window|length|size|limit))?[ _](?:is )?(?:exceeded|overflow)\b"
     # (a model's name may stand before it: "exceeds claude-opus-4-7 context window")
-    r"|\bexceed(?:s|ed)? (?:the )?(?:model'?s? |[\w.:/-]*\d[\w.:/-]*'?s? )?"
+    r"|\bexceed(?:s|ed)? (?:the )?(?:model'?s? |(?=[\w.:/-]*?\d)[\w.:/-]++'?s? )?"
     r"(?:maximum |available )?context[ _-]?(?:window|length|size|limit)\b"
     # "Request body is too large for model context window" (GitHub Copilot's /v1/messages)
     r"|\btoo (?:long|large|big) for (?:the )?(?:model'?s? )?context[ _-]?(?:window|length|size)\b"
@@ -1089,9 +1097,6 @@ _NEST_KEYS: Final = (
     "innererror",
     "detail",
     "status",
-    # the upstream answer a gateway failed to validate (Vercel AI Gateway's stream error
-    # {"name": "AI_TypeValidationError", "value": {"error_message": "{\"error\": ...}"}})
-    "value",
 )
 
 # --------------------------------------------------------------------------- SSE events
