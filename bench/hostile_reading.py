@@ -1,0 +1,56 @@
+"""What a hostile error message costs the overflow readers: each reader word followed by a
+long run of one filler (blanks, digits, commas, letters...), in a 400 error body, through
+``detect_overflow``, ``detect_unfixable`` and ``detect_suspect``; the slowest cases first.
+
+    python -m bench.hostile_reading [--chars 4000] [--top 12]
+
+Readers that try every split of a run cost its square or cube: at 4 KiB (what the readers
+scan of one answer's messages) that was seconds to minutes of the event loop. Run it on the
+build in use (compiled), or with ``TRIMGATE_PURE=1`` in a tree without the ``.so`` files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import time
+
+import orjson
+
+from trimgate.providers import overflow
+
+WORDS = (
+    "context length", "context window", "max_tokens", "prompt length", "input length",
+    "prompt tokens", "max_seq_len", "maximum context length is", "tokens", "prompt", "input",
+    "exceeds", "limit", "<=", ">", "+", "(", "prompt (", "max model length", "context_size=",
+    "prompt_tokens (", "you requested", "in the messages", "requested", "total", "maximum",
+    "at most", "up to", "n_ctx", "kv cache", "context size per request", "max_new_tokens",
+    "output reserves", "prompt has", "error code: 400 - {", "超过", "上下文", "contexto",
+    "превышает", "excede el límite de", "context length exceeded", "too long",
+    "sequence length", "context length max tokens to",
+)  # fmt: skip
+FILLERS = (" ", "a", "1", "1 ", "a ", ", ", "(", "-", ".", "1,", "\t", "tokens ", "1 + ", "a1", "é")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--chars", type=int, default=4000)
+    parser.add_argument("--top", type=int, default=12)
+    args = parser.parse_args()
+    print(f"overflow module: {overflow.__file__}")
+    results = []
+    for word, filler in itertools.product(WORDS, FILLERS):
+        message = (word + " " + filler * (args.chars // len(filler)))[: args.chars] + " x"
+        body = orjson.dumps({"error": {"message": message}})
+        started = time.perf_counter()
+        overflow.detect_overflow(400, body, wire_format="openai")
+        overflow.detect_unfixable(400, body)
+        overflow.detect_suspect(400, body, plain=True)
+        results.append((time.perf_counter() - started, word, filler))
+    results.sort(reverse=True)
+    for seconds, word, filler in results[: args.top]:
+        print(f"{1000 * seconds:8.1f} ms  {word!r} + {filler!r} x {args.chars}")
+
+
+if __name__ == "__main__":
+    main()
