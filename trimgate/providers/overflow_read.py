@@ -989,7 +989,8 @@ def _suspect_text(text: str) -> bool:
 def _plainly_trimmable(texts: list[str]) -> bool:
     """Messages of a plain client error that a trim may fix: naming nothing a trim cannot
     fix, or the window beside an output setting and no other limit (a probe that passes
-    says it was the prompt; one that fails, the setting)."""
+    says it was the prompt; one that fails, the setting). A Chinese wording keeps all its
+    exclusions, output (输出, 生成) among them."""
     if not any(map(_untrimmable, texts)):
         return True
     return any(_WINDOW_NAME_RE.search(text) for text in texts) and not any(
