@@ -634,11 +634,21 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
     _p(r"invalid 'input': maximum context length is (?P<max>{N}) tokens"),
 )
 
-# The generic rule (``_generic``): vocabulary for wordings no pattern lists.
-_GEN_CONTEXT_RE: Final = _p(
-    r"\bcontext(?:[ _-]?(?:window|length|size|limit))?\b|\bmax_?seq_?len\b|\bsequence length\b"
+# Vocabulary the readers below share.
+# Generating an output, but not a server's wrapper around any failure ("Stream generation
+# failed: ...", "Error generating response: ...": vllm.rs, Apple's servers).
+_GENERATING: Final = r"generat(?!ion failed|ing (?:a |the )?response)"
+# The request's output setting by its key: max_tokens, max_new_tokens, max_completion_tokens,
+# max_output_tokens.
+_MAX_TOKENS_KEY: Final = r"max_(?:new_|completion_|output_)?tokens"
+# The window by a name no other limit has ("context length", "max_seq_len", "n_ctx").
+_WINDOW_NAMES: Final = (
+    r"\bcontext(?:[ _-]?(?:window|length|size|limit))\b|\bmax_?seq_?len\b|\bsequence length\b"
     r"|\bn_ctx\b"
 )
+
+# The generic rule (``_generic``): vocabulary for wordings no pattern lists.
+_GEN_CONTEXT_RE: Final = _p(r"\bcontext\b|" + _WINDOW_NAMES)
 _GEN_SUBJECT_RE: Final = _p(r"\b(?:prompt|input|tokens?)\b|\b(?:prompt|input)_tokens\b")
 _GEN_LIMIT_RE: Final = _p(
     r"\b(?:max|maximum|limit|length|window|size|allowed|permitted|capacity|supports?)\b"
@@ -692,12 +702,11 @@ _SENTENCE_END_RE: Final = re.compile(r"[.!?;](?:\s|$)|\n")
 # A message naming an output: a total it states may hold the reservation, so neither
 # ``_claimed`` nor ``_two_counts`` splits it into a prompt and a window.
 _OUTPUT_WORD_RE: Final = _p(
-    r"output|completion|max_(?:new_|completion_)?tokens|prediction|max tokens"
+    r"output|completion|prediction|max tokens|"
+    + _MAX_TOKENS_KEY
     # a thinking budget is output too (Anthropic's budget_tokens, Gemini's thinkingBudget)
-    r"|budget_tokens|thinking[ _]?budget"
-    # generating an output, but not a server's wrapper around any failure ("Stream
-    # generation failed: ...", "Error generating response: ...": vllm.rs, Apple's servers)
-    r"|generat(?!ion failed|ing (?:a |the )?response)"
+    + r"|budget_tokens|thinking[ _]?budget|"
+    + _GENERATING
 )
 # An itemised wording no pattern lists (``_itemised``): the prompt's count, the output
 # reservation's and the window, each told by the words beside it ("P input tokens",
@@ -773,12 +782,15 @@ _GEN_TOO_LONG_RE: Final = _p(
 # Output limits, byte or media sizes, request shapes: never a prompt that fits after a trim.
 # The output's part first, the rest after (``_GEN_SHAPE_EXCLUDE``).
 _GEN_OUTPUT_EXCLUDE: Final = (
-    r"max_(?:new_|completion_|output_|total_)?tokens|max tokens (?:must|should|cannot|is|are)\b"
+    r"max_total_tokens|max tokens (?:must|should|cannot|is|are)\b"
     r"|max(?:imum)? output|max_length|output tokens?|completion tokens?"
-    r"|maximum tokens you requested|generat(?!ion failed|ing (?:a |the )?response)"
+    r"|maximum tokens you requested|"
+    + _MAX_TOKENS_KEY
+    + "|"
+    + _GENERATING
     # "Max tokens exceeds model's max length" (Xinference), "Max tokens exceeded." (albert-api):
     # the output reservation, not the prompt
-    r"|max tokens exceed"
+    + r"|max tokens exceed"
 )
 _GEN_SHAPE_EXCLUDE: Final = (
     r"\bbytes?\b|\b[kmg]i?b\b|\d ?[kmg]i?b\b|megabytes|\bjson\b"
@@ -807,8 +819,7 @@ _GEN_SHAPE_EXCLUDE_RE: Final = _p(_GEN_SHAPE_EXCLUDE)
 # P tokens, and you have set the `max_tokens` to C, but the maximum model length supported
 # is L"): which of the two is over, a probe tells (``_plainly_trimmable``).
 _WINDOW_NAME_RE: Final = _p(
-    r"\bcontext(?:[ _-]?(?:window|length|size|limit))\b|\bmax_?seq_?len\b|\bsequence length\b"
-    r"|\bn_ctx\b|\bmax_model_len\b|\bmax(?:imum)? model (?:context )?(?:length|len)\b"
+    _WINDOW_NAMES + r"|\bmax_model_len\b|\bmax(?:imum)? model (?:context )?(?:length|len)\b"
 )
 # The generic rule for Chinese wordings (DashScope, Qianfan, Spark, Zhipu, relays such as
 # one-api / new-api): a prompt-side subject (上下文 context, 输入 input, 提示 prompt, 对话
@@ -939,7 +950,7 @@ _ZERO_LIMIT_RE: Final = _p(r"\b(?:limit|maximum|max)\b(?: (?:is|of))?\W{0,3}0(?!
 # leaves no room for generated tokens" (candle-vllm). Not -1, which clients send for "no
 # limit" and servers refuse as it is ("max_tokens must be at least 0, got -1.").
 _NO_ROOM_RE: Final = _p(
-    r"\b(?:default_)?max_(?:new_|completion_|output_)?tokens`?\W{0,4}"
+    r"\b(?:default_)?" + _MAX_TOKENS_KEY + r"`?\W{0,4}"
     r"(?:is|=|\(|must be at least 1, got)"
     r"\s*-(?!1\b)\d"
     r"|\b(?:prompt|input)\b[^.;]{0,60}?\bleaves? (?:no|0) (?:room|space|output|tokens?)\b"
@@ -950,8 +961,8 @@ _NO_ROOM_RE: Final = _p(
 # max_tokens (8192) exceeds context window size (4096)"), unless a prompt-side word is there
 # too ("input length and max_tokens exceed the context window")
 _OUTPUT_SETTING_RE: Final = _p(
-    r"max_(?:new_|completion_|output_)?tokens|max(?:imum)?[ _-]?(?:output|completion|new)"
-    r"[ _-]?tokens|\bmax tokens\b|maxoutputtokens|\bn?_?num_predict\b|\bn_predict\b"
+    _MAX_TOKENS_KEY + r"|max(?:imum)?[ _-]?(?:output|completion|new)[ _-]?tokens|"
+    r"\bmax tokens\b|maxoutputtokens|\bn?_?num_predict\b|\bn_predict\b"
 )
 # The prompt's side named as such, or the room it leaves ("max_tokens exceeds the remaining
 # context window"), not the window's name ("context length") beside an output setting
