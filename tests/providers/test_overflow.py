@@ -1199,6 +1199,13 @@ def test_error_inside_a_choice_with_status_200() -> None:
         "max supported input length = 512 for now",  # BLOOM's inference server, a 500
         "Request body is too large for model context window",  # GitHub Copilot
         "Maximum context length is 4096 tokens.",
+        # plain English for a prompt that does not fit: "does not fit", "over ... limit",
+        # "at most", "can handle", a count in tokens compared with a bare one
+        "The prompt does not fit in the context window (n_ctx=4096, n_prompt=5000)",
+        "Context window full: cannot fit 9000 tokens into 8192",
+        "prompt is 9000 tokens, which is over this model's 8192 token limit",
+        "Your input has 140000 tokens but the model accepts at most 128000.",
+        "Input is longer than the model can handle (12000 tokens > 8192).",
     ],
 )
 def test_generic_rule_recognises_unlisted_wordings(message: str) -> None:
@@ -1276,6 +1283,9 @@ def test_generic_rule_recognises_unlisted_wordings(message: str) -> None:
         # a field's name that holds the words, not a sentence that says them
         "Unrecognized request argument supplied: context_length_exceeded_behavior",
         "Invalid context_overflow_policy: must be one of fail, truncate",
+        # "does not fit" said of an image or of the output setting
+        "The image does not fit in the context window",
+        "max_tokens does not fit the context window",
     ],
 )
 def test_generic_rule_never_fires_on_look_alikes(message: str) -> None:

@@ -652,14 +652,19 @@ _GEN_CONTEXT_RE: Final = _p(r"\bcontext\b|" + _WINDOW_NAMES)
 _GEN_SUBJECT_RE: Final = _p(r"\b(?:prompt|input|tokens?)\b|\b(?:prompt|input)_tokens\b")
 _GEN_LIMIT_RE: Final = _p(
     r"\b(?:max|maximum|limit|length|window|size|allowed|permitted|capacity|supports?)\b"
+    r"|\bat most\b|\bcan (?:handle|process|accept|take)\b"
     r"|\bmax_(?:input|prompt|context|model)"
     r"|\b(?:cannot|can't|must not|may not) exceed \d"  # "... cannot exceed 2048 - received N"
 )
 _GEN_EXCESS_RE: Final = _p(
     r"exceed|too (?:long|large|big)|too many (?:\w+ )?tokens|longer than|greater than|more than"
     r"|larger than|must (?:be )?(?:less|smaller|at most|no more than|<)"
-    r"|\bover (?:the )?(?:limit|maximum|max)\b"
-    r"|is full\b|overflow|\d ?> ?(?:[a-z_]+ )?\d|\d\) ?>=? ?[a-z_]+ \(\d"  # "P (N) >= n_ctx (L)"
+    # "is over this model's 8192 token limit"
+    r"|\bover (?:the |this |its )?(?:model'?s? )?(?:{N} )?(?:tokens? )?(?:limit|maximum|max)\b"
+    # "does not fit in the context window", "cannot fit 9000 tokens into 8192"
+    r"|\b(?:does not|doesn't|do not|don't|cannot|can't|won't|will not|would not) fit\b"
+    # "12000 tokens > 8192", "P (N) >= n_ctx (L)"
+    r"|is full\b|overflow|\d ?(?:tokens? ?)?> ?(?:[a-z_]+ )?\d|\d\) ?>=? ?[a-z_]+ \(\d"
     r"|\bonly (?:supports?|allows?|accepts?)\b|\bsupports? (?:up to|at most)\b"
 )
 # The advice an overflow gives ("Please reduce the length of the prompt"): its excess, read
@@ -693,7 +698,7 @@ _CLAIM_LIMIT_FIRST_RE: Final = _p(
 _CLAIM_COUNT_FIRST_RE: Final = _p(
     r"(?P<real>{N})\D{0,80}?\b(?:but|while|exceeds?|exceeded|more than|greater than"
     r"|larger than|longer than|over|too (?:long|large|big))\b\D{0,80}?\b(?:maximum|max|limit"
-    r"|only supports?(?: up to)?|up to|allowed|capacity|window|length|size)\b\D{0,40}?"
+    r"|only supports?(?: up to)?|up to|at most|allowed|capacity|window|length|size)\b\D{0,40}?"
     r"(?P<max>{N})"
 )
 _CLAIM_TOKENS_RE: Final = _p(r"\btokens?\b|\b(?:input|prompt|sequence|context) length\b")
