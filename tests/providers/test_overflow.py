@@ -1874,6 +1874,8 @@ _LEFT_MISSES: Final = {
     "hb121-telechat2-chatweb-input-over-maxlength": "the newest message over max_length",
     "hb121-telechat2-chatweb-input-over-maxlength-sse": "the newest message over max_length",
     "hb122-ollama-runner-entire-prompt-truncated": "said once Ollama's own truncation is done",
+    "hb123-sillytavern-textgen-relay-aphrodite": _NOT_TRIMMED + " (SillyTavern's backend API)",
+    "hb126-kibana-actions-execute-gen-ai-ctx": _NOT_TRIMMED + " (Kibana's connector _execute)",
 }
 
 

@@ -707,7 +707,8 @@ _SENTENCE_END_RE: Final = re.compile(r"[.!?;](?:\s|$)|\n")
 # A message naming an output: a total it states may hold the reservation, so neither
 # ``_claimed`` nor ``_two_counts`` splits it into a prompt and a window.
 _OUTPUT_WORD_RE: Final = _p(
-    r"output|completion|prediction|max tokens|"
+    # (not "Completion failure: ...", lemonade's wrapper around any failure)
+    r"output|completion(?! fail)|prediction|max tokens|"
     + _MAX_TOKENS_KEY
     # a thinking budget is output too (Anthropic's budget_tokens, Gemini's thinkingBudget)
     + r"|budget_tokens|thinking[ _]?budget|"
