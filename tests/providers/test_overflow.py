@@ -393,6 +393,22 @@ def test_a_stream_event_holding_only_a_detail_is_an_error() -> None:
     assert detect_stream_overflow(sse, wire_format="openai") is None
 
 
+def test_an_http_exception_returned_as_a_200_body_is_read_as_its_status() -> None:
+    # gallama returns FastAPI's HTTPException rather than raising it: the client gets 200
+    said = "Token length exceeds max length of 32768"
+    returned = {"status_code": 400, "detail": said, "headers": None}
+    assert detect_overflow(200, orjson.dumps(returned), wire_format="openai") == Overflow(
+        None, 32768
+    )
+    # not with a success status in it, nor beside other fields (an answer's own "detail")
+    for doc in (
+        {**returned, "status_code": 200},
+        {**returned, "choices": [{"index": 0, "message": {"content": said}}]},
+        {"status_code": 400, "detail": {"msg": said}},
+    ):
+        assert detect_overflow(200, orjson.dumps(doc), wire_format="openai") is None
+
+
 def test_a_reply_that_is_the_sdks_exception_is_read_as_the_error_it_relays() -> None:
     # RAGFlow and MaxKB answer their model's refusal as a completion of their own
     inner = (
@@ -741,6 +757,14 @@ def test_an_upstream_answer_a_gateway_failed_to_validate() -> None:
         # two pairs, or a pair that is no excess: recognised, counts not guessed
         ("sequence length is longer than the maximum (1336 > 512) (20 > 10)", Overflow(None, None)),
         ("sequence length is longer than the maximum (512 > 1336)", Overflow(None, None)),
+        # ... or "N/M"
+        ("Exceeded max context: 9100/8192 tokens", Overflow(9100, 8192)),
+        ("Exceeded max context: 8192/9100 tokens", Overflow(None, None)),
+        # a limit and the count a request "needs"
+        (
+            "The model's context is limited to 8192 tokens; the request needs 9100.",
+            Overflow(9100, 8192),
+        ),
     ],
 )
 def test_counts_stated_as_one_pair(message: str, expected: Overflow) -> None:
@@ -1206,6 +1230,13 @@ def test_error_inside_a_choice_with_status_200() -> None:
         "prompt is 9000 tokens, which is over this model's 8192 token limit",
         "Your input has 140000 tokens but the model accepts at most 128000.",
         "Input is longer than the model can handle (12000 tokens > 8192).",
+        "Total prompt tokens 9100 surpass the model context of 8192",
+        "the request's token count is above the model's limit",
+        "not enough context space for prompt (9100 tokens, 8192 available)",
+        "Insufficient context window: prompt requires 9100 tokens but only 8192 are available",
+        "the length of the messages exceeds the model limit",
+        "Too much input: 9100 tokens, max 8192",
+        "Prompt already consumes the available context window",  # gallama
     ],
 )
 def test_generic_rule_recognises_unlisted_wordings(message: str) -> None:
@@ -1286,6 +1317,10 @@ def test_generic_rule_recognises_unlisted_wordings(message: str) -> None:
         # "does not fit" said of an image or of the output setting
         "The image does not fit in the context window",
         "max_tokens does not fit the context window",
+        # a retrieval that found too little, a chat app's cap on one message
+        "Insufficient context to answer the question",
+        "Bad Request: message is too long",
+        "max_tokens consumes the entire context window",
     ],
 )
 def test_generic_rule_never_fires_on_look_alikes(message: str) -> None:

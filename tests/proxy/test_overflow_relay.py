@@ -445,6 +445,31 @@ async def test_an_error_sent_with_another_success_status_is_read_too(
     assert len(fake.requests) == 2 and resp.headers["x-trimgate-reason"] == "reactive"
 
 
+@pytest.mark.parametrize("status", [400, 404])
+async def test_an_http_exception_returned_with_200_is_read_as_its_status(
+    make_stack: MakeStack, status: int
+) -> None:
+    # gallama returns FastAPI's HTTPException rather than raising it: an overflow in it is
+    # retried, a 404 in it goes back as it came
+    raw = orjson.dumps(
+        {
+            "status_code": status,
+            "detail": "Token length exceeds max length of 32768",
+            "headers": None,
+        }
+    )
+    fake = FakeProvider().then(Reply(body=raw), json_reply(openai_ok(5)))
+    stack = await make_stack(fake)
+    resp = await stack.client.post("/v1/chat/completions", json=openai_chat(8, model="gpt-4o"))
+    body = await resp.read()
+    assert resp.status == 200
+    if status == 400:
+        assert len(fake.requests) == 2 and raw not in body
+        assert resp.headers["x-trimgate-reason"] == "reactive"
+    else:
+        assert len(fake.requests) == 1 and body == raw
+
+
 async def _retried_stream(make_stack: MakeStack, frames: list[bytes]) -> None:
     """A stream whose error arrives before any output: the client gets the retry's answer,
     with none of the error's words, and the retry sent less."""

@@ -83,6 +83,7 @@ __all__ = [
     "detect_stream_overflow",
     "detect_suspect",
     "detect_unfixable",
+    "may_state_error",
     "stream_event_has_output",
     "stream_head_decided",
 ]
@@ -118,6 +119,13 @@ def compile_patterns(sources: list[str] | tuple[str, ...]) -> Patterns:
 WINDOW_STOP_JSON: Final = f'"{WINDOW_STOP}"'.encode()
 
 
+def may_state_error(body: bytes) -> bool:
+    """Whether a body sent with a success status may state an error (JSON keys and types
+    are lower-case): an "error" key or type, the window stop, or FastAPI's HTTPException
+    returned rather than raised (``{"status_code": 400, "detail": ...}``)."""
+    return b"error" in body or WINDOW_STOP_JSON in body or b'"status_code"' in body
+
+
 def detect_overflow(
     status: int, body: bytes, *, wire_format: str, patterns: Patterns = ()
 ) -> Overflow | None:
@@ -136,8 +144,8 @@ def detect_overflow(
     head = body[:64].lstrip()
     if _sse_head(head):
         return detect_stream_overflow(body, wire_format=wire_format, patterns=patterns)
-    if status < 400 and b"error" not in body and WINDOW_STOP_JSON not in body:
-        return None  # JSON keys and types are lower-case
+    if status < 400 and not may_state_error(body):
+        return None
     if not patterns and not _has_hint(body.lower()):
         return None
     facts = _body_facts(status, body, head)

@@ -302,9 +302,8 @@ def _walk_document(doc: Any, facts: _Facts, depth: int, *, error_status: bool) -
     if error not in (None, False, "", {}, []) or _typed_error(doc):
         _walk_error(doc, facts, depth)
         return True
-    if len(doc) == 1 and isinstance(doc.get("detail"), str) and doc["detail"]:
-        # FastAPI's {"detail": ...} written as a stream event (Refact's chat stream)
-        _add_text(doc["detail"], facts, depth)
+    if _fastapi_error(doc):
+        _walk_error(doc, facts, depth)
         return True
     if doc.get("event") == "error" and isinstance(doc.get("data"), str) and doc["data"]:
         # Flowise's stream event {"event": "error", "data": "Error: ... 400 {...}"}
@@ -324,6 +323,24 @@ def _walk_document(doc: Any, facts: _Facts, depth: int, *, error_status: bool) -
         _walk_error(doc, facts, depth)
         return True
     return False
+
+
+def _fastapi_error(doc: dict[str, Any]) -> bool:
+    """FastAPI's error body outside an error status: ``{"detail": ...}`` alone, written as
+    a stream event (Refact's chat stream), or an HTTPException returned rather than raised,
+    ``{"status_code": 400, "detail": ..., "headers": null}`` sent with 200 (gallama)."""
+    detail = doc.get("detail")
+    if not isinstance(detail, str) or not detail:
+        return False
+    if len(doc) == 1:
+        return True
+    status = doc.get("status_code")
+    return (
+        doc.keys() <= {"status_code", "detail", "headers"}
+        and isinstance(status, int)
+        and not isinstance(status, bool)
+        and 400 <= status <= 599
+    )
 
 
 def _flat_error(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:

@@ -26,7 +26,10 @@ _HINTS: Final = (
     b"exceed",
     b"maximum",
     b"length",
-    b"does not fit",
+    b"not fit",  # does not fit, cannot fit
+    b"n't fit",
+    b"surpass",
+    b"above",  # "above the model's limit"
     b"max_tokens",
     b"too big",
     b"greater than",
@@ -649,7 +652,7 @@ _WINDOW_NAMES: Final = (
 
 # The generic rule (``_generic``): vocabulary for wordings no pattern lists.
 _GEN_CONTEXT_RE: Final = _p(r"\bcontext\b|" + _WINDOW_NAMES)
-_GEN_SUBJECT_RE: Final = _p(r"\b(?:prompt|input|tokens?)\b|\b(?:prompt|input)_tokens\b")
+_GEN_SUBJECT_RE: Final = _p(r"\b(?:prompt|input|tokens?|messages)\b|\b(?:prompt|input)_tokens\b")
 _GEN_LIMIT_RE: Final = _p(
     r"\b(?:max|maximum|limit|length|window|size|allowed|permitted|capacity|supports?)\b"
     r"|\bat most\b|\bcan (?:handle|process|accept|take)\b"
@@ -661,8 +664,16 @@ _GEN_EXCESS_RE: Final = _p(
     r"|larger than|must (?:be )?(?:less|smaller|at most|no more than|<)"
     # "is over this model's 8192 token limit"
     r"|\bover (?:the |this |its )?(?:model'?s? )?(?:{N} )?(?:tokens? )?(?:limit|maximum|max)\b"
-    # "does not fit in the context window", "cannot fit 9000 tokens into 8192"
+    # "is above the model's limit", "surpass the model context of 8192"
+    r"|\babove (?:the |this |its )?(?:model'?s? )?(?:limit|maximum|max)\b|\bsurpass"
+    r"|\btoo much (?:input|context|text)\b"
+    # "Prompt already consumes the available context window" (gallama)
+    r"|\b(?:fills?|consumes?|uses? up|takes? up)(?: the| all(?: of)? the)?"
+    r"(?: (?:entire|whole|available|full))? context\b"
+    # "does not fit in the context window", "cannot fit 9000 tokens into 8192", "not enough
+    # context space for the prompt", "insufficient context window"
     r"|\b(?:does not|doesn't|do not|don't|cannot|can't|won't|will not|would not) fit\b"
+    r"|\b(?:not enough|insufficient) (?:context )?(?:window|space|room|length|size)\b"
     # "12000 tokens > 8192", "P (N) >= n_ctx (L)"
     r"|is full\b|overflow|\d ?(?:tokens? ?)?> ?(?:[a-z_]+ )?\d|\d\) ?>=? ?[a-z_]+ \(\d"
     r"|\bonly (?:supports?|allows?|accepts?)\b|\bsupports? (?:up to|at most)\b"
@@ -686,14 +697,15 @@ _GEN_LIMIT_STATED_RE: Final = _p(
 # "the input token count is 1251952 but model only supports up to 1048576". Read only in a
 # message that says "tokens" and names no output (a total may hold its reservation).
 _CLAIM_LIMIT_FIRST_RE: Final = _p(
-    r"\b(?:maximum|max|limit|only supports?(?: up to)?|up to|at most|(?:less|no more) than"
-    r"|cannot exceed|must be <=?)\b"
+    r"\b(?:maximum|max|limit|limited to|only supports?(?: up to)?|up to|at most"
+    r"|(?:less|no more) than|cannot exceed|must be <=?)\b"
     # "maximum context length of DeepSeek-V3-0324 is": a model's name, after the window's
     r"(?: (?:context|sequence|input|prompt)(?: length| window| size)? of [\w.:/-]+ is)?"
     r"\D{0,60}?(?P<max>{N})"
     r"(?!\s*(?:bytes|characters|chars|[kmg]i?b)\b)\D{0,160}?"
     r"\b(?:however|but|while|whereas|received|given|got|requested|contains?|has|have"
-    r"|resulted in|you passed|will take|would take)\b\D{0,80}?(?P<real>{N})"
+    r"|resulted in|you passed|will take|would take|needs?|requires?|required)\b\D{0,80}?"
+    r"(?P<real>{N})"
 )
 _CLAIM_COUNT_FIRST_RE: Final = _p(
     r"(?P<real>{N})\D{0,80}?\b(?:but|while|exceeds?|exceeded|more than|greater than"
@@ -782,7 +794,7 @@ _SUM_OUTPUT_RE: Final = _p(
 # A prompt-side subject that is "too long" (or has too many tokens) needs no stated limit.
 _GEN_TOO_LONG_RE: Final = _p(
     r"\b(?:prompt|input|conversation|history)\b.{0,40}?\btoo (?:long|big|large)\b"
-    r"|\buser message is too long\b"
+    r"|\buser message is too long\b|\btoo much (?:input|context|text)\b"
     r"|too many (?:\w+ )?tokens"
 )
 # Output limits, byte or media sizes, request shapes: never a prompt that fits after a trim.
@@ -1022,9 +1034,11 @@ _NEGATIVE_LIMIT_RE: Final = _p(
 # wording adds counts up ("1999 + 50 > 2048": the sum is not the prompt).
 _COUNT_RE: Final = re.compile(_COUNT_N, re.ASCII)  # "上限4096": a count beside Chinese text
 # The window a recognised wording states alone, as its only count: "exceed model limit
-# (10000000 tokens)", "the maximum context length is 8192 tokens"
+# (10000000 tokens)", "the maximum context length is 8192 tokens", "Token length exceeds
+# max length of 32768"
 _LIMIT_ONLY_RE: Final = _p(
-    r"\b(?:limit|maximum|max|window|context (?:length|size))\b(?:\s+(?:is|of))?\W{0,3}"
+    r"\b(?:limit|maximum|max|window|context (?:length|size)|max(?:imum)? length)\b"
+    r"(?:\s+(?:is|of))?\W{0,3}"
     + _COUNT_N
     + r"(?:\s*tokens\b|\.?\s*$)"  # "... tokens", or the message's last word ("Model limit: 4096.")
 )
@@ -1044,11 +1058,11 @@ _STATUS_COUNT_RE: Final = _p(
 # ... nor a size in characters or bytes beside the token counts ("estimated ~41666 tokens
 # (from 125000 chars) exceeds context window of 32768 tokens")
 _SIZE_COUNT_RE: Final = _p(r"[ \t]*(?:chars?|characters?|bytes?)\b")
-# Counts a recognised wording states only as "N > M" or "N >= M" ("Token sequence length is
+# Counts a recognised wording states only as "N > M", "N >= M" or "N/M" ("Token sequence length is
 # longer than the specified maximum sequence length for this model (1336 > 512)", SGLang's
 # "After expanding len(...)=5192 => 6153 >= 5489"), not inside a sum ("3500 + 1024 > 4096").
 _PAIR_RE: Final = _p(
-    r"(?<![\w.,+\-])(?P<real>\d[\d,]*+)\s*>=?\s*(?P<max>\d[\d,]*+)(?![\w.]\d|\s*[-+])"
+    r"(?<![\w.,+\-/])(?P<real>\d[\d,]*+)\s*(?:>=?|/)\s*(?P<max>\d[\d,]*+)(?![\w.]\d|\s*[-+]|/)"
 )
 
 # --------------------------------------------------------------------------- JSON keys

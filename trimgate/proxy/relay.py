@@ -31,6 +31,7 @@ from trimgate.providers.overflow import (
     Suspect,
     detect_suspect,
     detect_unfixable,
+    may_state_error,
     stream_event_has_output,
 )
 from trimgate.proxy import upstream as up
@@ -97,7 +98,7 @@ async def sniff_overflow(codec: Codec, resp: up.Answer, patterns: Patterns = ())
         if not complete and _may_be_error(head, _length(resp)):
             rest, complete = await up.read_head(resp, ERROR_BODY_LIMIT)
             head += rest
-        if complete and (b"error" in head or WINDOW_STOP_JSON in head):
+        if complete and may_state_error(head):
             return _judge(codec, resp, head, head, patterns, suspect=False)
         return Attempt(resp, head, None)
     return Attempt(resp, b"", None)
