@@ -1911,6 +1911,7 @@ _LEFT_MISSES: Final = {
     "hb122-ollama-runner-entire-prompt-truncated": "said once Ollama's own truncation is done",
     "hb123-sillytavern-textgen-relay-aphrodite": _NOT_TRIMMED + " (SillyTavern's backend API)",
     "hb126-kibana-actions-execute-gen-ai-ctx": _NOT_TRIMMED + " (Kibana's connector _execute)",
+    "hb132-duck2api-err-input-limit-429-relay": "a 429 (DuckDuckGo's ERR_INPUT_LIMIT, relayed)",
 }
 
 
