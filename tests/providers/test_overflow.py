@@ -765,6 +765,8 @@ def test_an_upstream_answer_a_gateway_failed_to_validate() -> None:
             "The model's context is limited to 8192 tokens; the request needs 9100.",
             Overflow(9100, 8192),
         ),
+        # ... or the smaller count said to be all that is left
+        ("9100 tokens requested but only 8192 available", Overflow(9100, 8192)),
     ],
 )
 def test_counts_stated_as_one_pair(message: str, expected: Overflow) -> None:
@@ -1237,6 +1239,11 @@ def test_error_inside_a_choice_with_status_200() -> None:
         "the length of the messages exceeds the model limit",
         "Too much input: 9100 tokens, max 8192",
         "Prompt already consumes the available context window",  # gallama
+        "input_ids length 9100 exceeds max_position_embeddings 8192",
+        "Context limit hit (9100 of 8192 tokens used)",
+        "context window limit reached",
+        "Messages are too long for the selected model",
+        "ContextLengthError: 9100 tokens requested but only 8192 available",
     ],
 )
 def test_generic_rule_recognises_unlisted_wordings(message: str) -> None:
@@ -1321,6 +1328,10 @@ def test_generic_rule_recognises_unlisted_wordings(message: str) -> None:
         "Insufficient context to answer the question",
         "Bad Request: message is too long",
         "max_tokens consumes the entire context window",
+        # the output's or an image's count against what is left, generation that ran out
+        "Output tokens: 9100 requested but only 8192 available",
+        "image tokens 9100 but only 8192 available",
+        "Generation stopped: context limit reached while generating",
     ],
 )
 def test_generic_rule_never_fires_on_look_alikes(message: str) -> None:

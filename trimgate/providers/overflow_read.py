@@ -12,6 +12,7 @@ from typing import Any, Final
 from trimgate.providers.overflow_wordings import (
     _CLAIM_COUNT_FIRST_RE,
     _CLAIM_LIMIT_FIRST_RE,
+    _CLAIM_ONLY_RE,
     _CLAIM_TOKENS_RE,
     _CODE_COUNT_RE,
     _CODE_EXCESSES,
@@ -740,7 +741,7 @@ def _claimed(text: str) -> Overflow | None:
     The count is at most 64 times the limit, and the limit at least 100."""
     if _CLAIM_TOKENS_RE.search(text) is None:
         return None
-    for claim in (_CLAIM_LIMIT_FIRST_RE, _CLAIM_COUNT_FIRST_RE):
+    for claim in (_CLAIM_LIMIT_FIRST_RE, _CLAIM_COUNT_FIRST_RE, _CLAIM_ONLY_RE):
         match = claim.search(text)
         if match is None:
             continue

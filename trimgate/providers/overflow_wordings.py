@@ -652,7 +652,9 @@ _WINDOW_NAMES: Final = (
 
 # The generic rule (``_generic``): vocabulary for wordings no pattern lists.
 _GEN_CONTEXT_RE: Final = _p(r"\bcontext\b|" + _WINDOW_NAMES)
-_GEN_SUBJECT_RE: Final = _p(r"\b(?:prompt|input|tokens?|messages)\b|\b(?:prompt|input)_tokens\b")
+_GEN_SUBJECT_RE: Final = _p(
+    r"\b(?:prompt|input|tokens?|messages)\b|\b(?:prompt|input)_tokens\b|\binput_ids\b"
+)
 _GEN_LIMIT_RE: Final = _p(
     r"\b(?:max|maximum|limit|length|window|size|allowed|permitted|capacity|supports?)\b"
     r"|\bat most\b|\bcan (?:handle|process|accept|take)\b"
@@ -667,6 +669,9 @@ _GEN_EXCESS_RE: Final = _p(
     # "is above the model's limit", "surpass the model context of 8192"
     r"|\babove (?:the |this |its )?(?:model'?s? )?(?:limit|maximum|max)\b|\bsurpass"
     r"|\btoo much (?:input|context|text)\b"
+    # "context window limit reached", "Context limit hit (9100 of 8192 tokens used)"
+    r"|\bcontext(?:[ _-]?(?:window|length|size))?[ _-]?limit (?:reached|hit)\b"
+    r"|\breached (?:the )?(?:model'?s? )?context(?:[ _-]?(?:window|length|size|limit))\b"
     # "Prompt already consumes the available context window" (gallama)
     r"|\b(?:fills?|consumes?|uses? up|takes? up)(?: the| all(?: of)? the)?"
     r"(?: (?:entire|whole|available|full))? context\b"
@@ -712,6 +717,12 @@ _CLAIM_COUNT_FIRST_RE: Final = _p(
     r"|larger than|longer than|over|too (?:long|large|big))\b\D{0,80}?\b(?:maximum|max|limit"
     r"|only supports?(?: up to)?|up to|at most|allowed|capacity|window|length|size)\b\D{0,40}?"
     r"(?P<max>{N})"
+)
+# ... or a count and the smaller one left for it: "9100 tokens requested but only 8192
+# available"
+_CLAIM_ONLY_RE: Final = _p(
+    r"(?P<real>{N})\s*tokens?\b\D{0,40}?\bbut only (?P<max>{N})(?: tokens?)?"
+    r" (?:are |is )?(?:available|allowed|supported|left|remain)"
 )
 _CLAIM_TOKENS_RE: Final = _p(r"\btokens?\b|\b(?:input|prompt|sequence|context) length\b")
 # The end of a sentence: what a claim's own sentences say is judged, not advice after them.
@@ -793,7 +804,7 @@ _SUM_OUTPUT_RE: Final = _p(
 )
 # A prompt-side subject that is "too long" (or has too many tokens) needs no stated limit.
 _GEN_TOO_LONG_RE: Final = _p(
-    r"\b(?:prompt|input|conversation|history)\b.{0,40}?\btoo (?:long|big|large)\b"
+    r"\b(?:prompt|input|conversation|history|messages)\b.{0,40}?\btoo (?:long|big|large)\b"
     r"|\buser message is too long\b|\btoo much (?:input|context|text)\b"
     r"|too many (?:\w+ )?tokens"
 )
