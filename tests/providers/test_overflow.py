@@ -1923,6 +1923,7 @@ _LEFT_MISSES: Final = {
     "hb123-sillytavern-textgen-relay-aphrodite": _NOT_TRIMMED + " (SillyTavern's backend API)",
     "hb126-kibana-actions-execute-gen-ai-ctx": _NOT_TRIMMED + " (Kibana's connector _execute)",
     "hb132-duck2api-err-input-limit-429-relay": "a 429 (DuckDuckGo's ERR_INPUT_LIMIT, relayed)",
+    "hb141-morphic-stream-context-length": _NOT_TRIMMED + " (Morphic's chat UI stream)",
 }
 
 
