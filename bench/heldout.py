@@ -1,0 +1,139 @@
+# Held-out batches of real error bodies: first score, and every reading for a diff.
+#
+#   python -m bench.heldout score BATCH.yaml       # a new batch's first score
+#   python -m bench.heldout readings > before.jsonl   # every reading of every known body
+#
+# A batch is a YAML list in the schema of tests/data/error_corpus.yaml (whose header gives
+# the labelling rules), collected by someone who has not read the rules. `score` drops the
+# bodies the corpus or the held-out set already hold (whitespace aside) and reads the rest
+# as tests/providers/test_overflow.py::test_heldout_figures does: recognised overflows,
+# false positives, counts that differ from the labels, and the misses a probe would resend
+# (worded suspects). Score a batch on the commit it was collected against, before any rule
+# changes for it: that is the figure the held-out header records.
+#
+# `readings` prints, for each body of the corpus, the held-out set and any batch files
+# named, what every reader says of it (detect_overflow, detect_suspect plain and worded,
+# detect_unfixable at its status and at 200, 400, 413 and 500; both stream readers), one
+# JSON line per body. Run it before and after a change to the wordings and diff the two
+# files: a change meant to read new wordings should change no reading of a known body,
+# or only those it meant to.
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+import yaml
+
+from trimgate.providers.overflow import (
+    Overflow,
+    detect_bare_stream_overflow,
+    detect_overflow,
+    detect_stream_overflow,
+    detect_suspect,
+    detect_unfixable,
+)
+
+DATA = Path(__file__).resolve().parent.parent / "tests" / "data"
+KNOWN = (DATA / "error_corpus.yaml", DATA / "error_heldout.yaml")
+
+
+def _load(path: Path) -> list[dict[str, Any]]:
+    loaded = yaml.safe_load(path.read_text(encoding="utf-8")) or []
+    assert isinstance(loaded, list), f"{path}: not a YAML list"
+    return loaded
+
+
+def _key(body: str) -> str:
+    return re.sub(r"\s+", "", body)
+
+
+def _read(entry: dict[str, Any]) -> Overflow | None:
+    body = entry["body"].encode()
+    if entry["stream"]:
+        return detect_stream_overflow(body, wire_format=entry["format"]) or (
+            detect_bare_stream_overflow(body, wire_format=entry["format"])
+        )
+    return detect_overflow(entry["status"], body, wire_format=entry["format"])
+
+
+def score(batch: Path) -> int:
+    known = {_key(e["body"]) for path in KNOWN for e in _load(path)}
+    fresh: list[dict[str, Any]] = []
+    dropped: list[str] = []
+    for entry in _load(batch):
+        key = _key(entry["body"])
+        if key in known:
+            dropped.append(entry["id"])
+            continue
+        known.add(key)
+        fresh.append(entry)
+    overflows = [e for e in fresh if e["overflow"]]
+    missed: list[str] = []
+    false: list[str] = []
+    counts: list[str] = []
+    probed: list[str] = []
+    for entry in fresh:
+        got = _read(entry)
+        if entry["overflow"] and got is None:
+            missed.append(entry["id"])
+            body = entry["body"].encode()
+            if not entry["stream"] and detect_suspect(entry["status"], body) is not None:
+                probed.append(entry["id"])
+        elif not entry["overflow"] and got is not None:
+            false.append(f"{entry['id']} {got}")
+        elif got is not None and ("real" in entry or "maximum" in entry):
+            labelled = Overflow(entry.get("real"), entry.get("maximum"))
+            if got != labelled:
+                counts.append(f"{entry['id']}: read {got}, labelled {labelled}")
+    print(f"{len(dropped)} bodies already known: {dropped}")
+    print(
+        f"{len(overflows) - len(missed)}/{len(overflows)} overflows recognised, "
+        f"{len(false)}/{len(fresh) - len(overflows)} false positives"
+    )
+    for line in [f"missed {i}" for i in missed] + [f"false positive {f}" for f in false]:
+        print(line)
+    for line in counts:
+        print(f"counts {line}")
+    print(f"misses a probe would resend: {probed}")
+    return 0
+
+
+def readings(extra: list[Path]) -> int:
+    for path in (*KNOWN, *extra):
+        for entry in _load(path):
+            body = entry["body"].encode()
+            said: dict[str, str] = {"id": entry["id"]}
+            for status in sorted({entry["status"], 200, 400, 413, 500}):
+                said[f"overflow {status}"] = repr(
+                    detect_overflow(status, body, wire_format=entry["format"])
+                )
+                said[f"suspect {status}"] = repr(detect_suspect(status, body))
+                said[f"plain suspect {status}"] = repr(detect_suspect(status, body, plain=True))
+                said[f"unfixable {status}"] = repr(detect_unfixable(status, body))
+            said["stream"] = repr(detect_stream_overflow(body, wire_format=entry["format"]))
+            said["bare stream"] = repr(
+                detect_bare_stream_overflow(body, wire_format=entry["format"])
+            )
+            sys.stdout.write(orjson.dumps(said).decode() + "\n")
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.heldout")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("score", help="a batch's first score").add_argument("batch", type=Path)
+    more = sub.add_parser("readings", help="every reading of every known body, as JSON lines")
+    more.add_argument("batches", nargs="*", type=Path)
+    args = parser.parse_args()
+    if args.command == "score":
+        return score(args.batch)
+    return readings(args.batches)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
