@@ -1332,6 +1332,10 @@ def test_generic_rule_recognises_unlisted_wordings(message: str) -> None:
         "Output tokens: 9100 requested but only 8192 available",
         "image tokens 9100 but only 8192 available",
         "Generation stopped: context limit reached while generating",
+        # the messages by their number, not their length; a disk's space
+        "Too many messages: 120 exceeds the limit of 100",
+        "messages exceed the limit of 100",
+        "Insufficient disk space to store the input, limit reached",
     ],
 )
 def test_generic_rule_never_fires_on_look_alikes(message: str) -> None:

@@ -652,8 +652,11 @@ _WINDOW_NAMES: Final = (
 
 # The generic rule (``_generic``): vocabulary for wordings no pattern lists.
 _GEN_CONTEXT_RE: Final = _p(r"\bcontext\b|" + _WINDOW_NAMES)
+# (the messages by their length, not their number: "the length of the messages exceeds the
+# model limit", not "120 messages exceed the limit of 100")
 _GEN_SUBJECT_RE: Final = _p(
-    r"\b(?:prompt|input|tokens?|messages)\b|\b(?:prompt|input)_tokens\b|\binput_ids\b"
+    r"\b(?:prompt|input|tokens?)\b|\b(?:prompt|input)_tokens\b|\binput_ids\b"
+    r"|\b(?:length|size) of (?:the |your )?messages\b"
 )
 _GEN_LIMIT_RE: Final = _p(
     r"\b(?:max|maximum|limit|length|window|size|allowed|permitted|capacity|supports?)\b"
@@ -678,7 +681,8 @@ _GEN_EXCESS_RE: Final = _p(
     # "does not fit in the context window", "cannot fit 9000 tokens into 8192", "not enough
     # context space for the prompt", "insufficient context window"
     r"|\b(?:does not|doesn't|do not|don't|cannot|can't|won't|will not|would not) fit\b"
-    r"|\b(?:not enough|insufficient) (?:context )?(?:window|space|room|length|size)\b"
+    r"|\b(?:not enough|insufficient) (?:context (?:window|space|room|length|size)"
+    r"|(?:room|space) (?:in|for) (?:the )?(?:context|prompt))\b"
     # "12000 tokens > 8192", "P (N) >= n_ctx (L)"
     r"|is full\b|overflow|\d ?(?:tokens? ?)?> ?(?:[a-z_]+ )?\d|\d\) ?>=? ?[a-z_]+ \(\d"
     r"|\bonly (?:supports?|allows?|accepts?)\b|\bsupports? (?:up to|at most)\b"
