@@ -1177,6 +1177,7 @@ def test_error_inside_a_choice_with_status_200() -> None:
         "token数量超过上限。对话历史+问题的字数太多，需要精简输入",
         "输入长度超过模型最大上下文长度",
         "Prompt超长",
+        "提示词长度超出限制：9100 > 8192",  # with an English "N > M" beside
         # a prompt-side subject "too long" or with "too many tokens" needs no stated limit
         "Prompt too long",
         "Input too long for model llama3-70b",
@@ -1217,6 +1218,10 @@ def test_error_inside_a_choice_with_status_200() -> None:
         "入力がコンテキスト長を超えています",
         "입력이 컨텍스트 길이를 초과했습니다",
         "Đầu vào vượt quá giới hạn ngữ cảnh",
+        # ... or "too long" in them
+        "Le prompt est trop long pour la fenêtre de contexte du modèle",
+        "Die Anfrage ist zu lang für das Kontextfenster",
+        "Il prompt è troppo lungo per il contesto del modello",
         # the room left for output, derived from the window less the prompt, below zero
         "request length is 33210, max_new_tokens is -442",
         "`default_max_tokens` (-1808) must be greater than 0",

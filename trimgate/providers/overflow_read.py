@@ -643,20 +643,25 @@ def _generic(text: str) -> bool:
         return False
     if _GEN_ADVICE_RE.search(text) is not None and _GEN_CONTEXT_RE.search(text) is not None:
         return True  # "maximum context length is N tokens. Please reduce the length of the prompt"
-    if _GEN_EXCESS_RE.search(text) is None:
-        if _GEN_LIMIT_STATED_RE.search(text) is not None:
-            # its only count: beside another one it is a setting compared with the window
-            # ("The request maximum prompt tokens is 300000. However, the model's maximum
-            # context length is 200000 tokens.")
-            return len(_COUNT_RE.findall(text)) == 1
-        return (
-            _GEN_ZH_EXCESS_RE.search(text) is not None
-            and _GEN_ZH_SUBJECT_RE.search(text) is not None
-            and _GEN_ZH_EXCLUDE_RE.search(text) is None
-        )
-    if _GEN_CONTEXT_RE.search(text) is not None or _GEN_TOO_LONG_RE.search(text) is not None:
+    excess = _GEN_EXCESS_RE.search(text) is not None
+    if not excess and _GEN_LIMIT_STATED_RE.search(text) is not None:
+        # its only count: beside another one it is a setting compared with the window
+        # ("The request maximum prompt tokens is 300000. However, the model's maximum
+        # context length is 200000 tokens.")
+        return len(_COUNT_RE.findall(text)) == 1
+    if excess and (
+        _GEN_CONTEXT_RE.search(text) is not None
+        or _GEN_TOO_LONG_RE.search(text) is not None
+        or (_GEN_SUBJECT_RE.search(text) is not None and _GEN_LIMIT_RE.search(text) is not None)
+    ):
         return True
-    return _GEN_SUBJECT_RE.search(text) is not None and _GEN_LIMIT_RE.search(text) is not None
+    # (also where only an English "N > M" stood beside the Chinese words: "提示词长度超出
+    # 限制：9100 > 8192")
+    return (
+        _GEN_ZH_EXCESS_RE.search(text) is not None
+        and _GEN_ZH_SUBJECT_RE.search(text) is not None
+        and _GEN_ZH_EXCLUDE_RE.search(text) is None
+    )
 
 
 def _summed(text: str) -> bool:

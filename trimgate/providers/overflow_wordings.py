@@ -1014,6 +1014,9 @@ _CTX_INTL: Final = (
 _EXCEED_INTL: Final = (
     r"\bexced|\bexcède|\bexcéd|\bdépass|\bsuper[ao]\b|\bsuperad[oa]\b|\büberschr|\bprzekr"
     r"|超え|超過|초과|vượt quá"
+    # too long: French, German, Spanish, Portuguese, Italian
+    r"|\btrop longu?e?s?\b|\bzu lang\b|\bdemasiado larg[oa]s?\b|\bmuito long[oa]s?\b"
+    r"|\btroppo lung(?:o|a|hi|he)\b"
 )
 _STRONG_RE: Final = _p(
     # (also as a code written into the text: "Last error: CONTEXT_LENGTH_EXCEEDED: ...")
