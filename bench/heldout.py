@@ -2,6 +2,7 @@
 #
 #   python -m bench.heldout score BATCH.yaml       # a new batch's first score
 #   python -m bench.heldout readings > before.jsonl   # every reading of every known body
+#   python -m bench.heldout merge --to-corpus ID,ID BATCH.yaml ...   # file the batches
 #
 # A batch is a YAML list in the schema of tests/data/error_corpus.yaml (whose header gives
 # the labelling rules), collected by someone who has not read the rules. `score` drops the
@@ -17,6 +18,12 @@
 # JSON line per body. Run it before and after a change to the wordings and diff the two
 # files: a change meant to read new wordings should change no reading of a known body,
 # or only those it meant to.
+#
+# `merge` appends scored batches to the data files, bodies already known dropped: the ids
+# given to --to-corpus (misses a fix now reads, and their servers' other bodies) to
+# error_corpus.yaml under a heading, the rest to error_heldout.yaml. Each entry is written
+# in the files' own layout, and the comment lines after it in the batch (``# unsure:``)
+# stay with it. The held-out header's paragraph for the batches is written by hand.
 
 from __future__ import annotations
 
@@ -123,15 +130,82 @@ def readings(extra: list[Path]) -> int:
     return 0
 
 
+_FIELDS = ("id", "format", "server", "status", "stream", "body", "overflow", "real", "maximum")
+
+
+def _entry_text(entry: dict[str, Any], comments: list[str]) -> str:
+    """An entry as the data files write it; it must read back as the same mapping."""
+    lines = [f"- id: {entry['id']}", f"  format: {entry['format']}"]
+    lines += [f"  server: {orjson.dumps(entry['server']).decode()}"]
+    lines += [f"  status: {entry['status']}", f"  stream: {str(entry['stream']).lower()}"]
+    body: str = entry["body"]
+    if body.endswith("\n\n") or body != body.lstrip(" ") or "\t" in body or "\r" in body:
+        lines.append(f"  body: {orjson.dumps(body).decode()}")
+    else:
+        block = body[:-1] if body.endswith("\n") else body
+        lines.append("  body: |" if body.endswith("\n") else "  body: |-")
+        lines += [f"    {line}" if line else "" for line in block.split("\n")]
+    lines.append(f"  overflow: {str(entry['overflow']).lower()}")
+    lines += [f"  {key}: {entry[key]}" for key in ("real", "maximum") if key in entry]
+    lines.append(f"  source: {orjson.dumps(entry['source']).decode()}")
+    text = "\n".join(lines) + "\n"
+    wanted = {key: entry[key] for key in (*_FIELDS, "source") if key in entry}
+    assert yaml.safe_load(text) == [wanted], f"{entry['id']}: does not read back"
+    return text + "".join(f"{line}\n" for line in comments)
+
+
+def _with_comments(path: Path) -> list[tuple[dict[str, Any], list[str]]]:
+    """A batch's entries, each with the comment lines written after it."""
+    entries = _load(path)
+    comments: list[list[str]] = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.startswith("- id:"):
+            comments.append([])
+        elif comments and line.lstrip().startswith("#") and not line.startswith("    "):
+            comments[-1].append(line.strip())
+    assert len(comments) == len(entries), f"{path}: one '- id:' line an entry"
+    return list(zip(entries, comments, strict=True))
+
+
+def merge(to_corpus: set[str], batches: list[Path]) -> int:
+    known = {_key(e["body"]) for path in KNOWN for e in _load(path)}
+    texts: dict[bool, list[str]] = {True: [], False: []}
+    for batch in batches:
+        for entry, comments in _with_comments(batch):
+            if _key(entry["body"]) in known:
+                continue
+            known.add(_key(entry["body"]))
+            texts[entry["id"] in to_corpus].append(_entry_text(entry, comments))
+            to_corpus.discard(entry["id"])
+    assert not to_corpus, f"not in the batches, or already known: {sorted(to_corpus)}"
+    if texts[True]:
+        names = ", ".join(b.stem for b in batches)
+        heading = (
+            f"# ===================== from {names}, after they were scored =====================\n"
+        )
+        with KNOWN[0].open("a", encoding="utf-8") as out:
+            out.write("\n" + heading + "\n" + "\n".join(texts[True]))
+    if texts[False]:
+        with KNOWN[1].open("a", encoding="utf-8") as out:
+            out.write("\n" + "\n".join(texts[False]))
+    print(f"{len(texts[True])} to the corpus, {len(texts[False])} to the held-out set")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.heldout")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("score", help="a batch's first score").add_argument("batch", type=Path)
     more = sub.add_parser("readings", help="every reading of every known body, as JSON lines")
     more.add_argument("batches", nargs="*", type=Path)
+    filing = sub.add_parser("merge", help="append scored batches to the data files")
+    filing.add_argument("--to-corpus", default="", help="comma-separated ids")
+    filing.add_argument("batches", nargs="+", type=Path)
     args = parser.parse_args()
     if args.command == "score":
         return score(args.batch)
+    if args.command == "merge":
+        return merge({i for i in args.to_corpus.split(",") if i}, args.batches)
     return readings(args.batches)
 
 
