@@ -17,9 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
 from aiohttp import http_parser, web, web_protocol, web_runner, web_server
 
 from trimgate.proxy import front, http11
+
+pytestmark = pytest.mark.shell
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -42,7 +42,7 @@ from tests.fakes import (
 from tests.proxy.bodies import anthropic_messages, openai_chat
 from tests.proxy.conftest import MakeStack, Stack
 
-pytestmark = pytest.mark.every_stack
+pytestmark = [pytest.mark.every_stack, pytest.mark.shell]
 
 TLS = Path(__file__).parent.parent / "data" / "tls"
 REPEAT = 5  # each fault, so that a per-request leak exceeds the slack below

@@ -21,6 +21,8 @@ from tests.fakes import FakeProvider, Reply, json_reply, sse_data
 from tests.proxy.bodies import openai_chat
 from tests.proxy.conftest import MakeStack, Stack
 
+pytestmark = pytest.mark.shell
+
 TLS = Path(__file__).parent.parent / "data" / "tls"
 ROLE = {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}
 TEXT = {"choices": [{"index": 0, "delta": {"content": "partial"}}]}

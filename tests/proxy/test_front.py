@@ -26,6 +26,8 @@ from trimgate.proxy import front, http11
 from trimgate.proxy.app import ADMIN_PATHS
 from trimgate.proxy.forward import Proxy
 
+pytestmark = pytest.mark.shell
+
 CHAT = orjson.dumps({"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]})
 
 

@@ -24,6 +24,8 @@ from yarl import URL
 from trimgate.errors import UpstreamConnectError, UpstreamTimeout
 from trimgate.proxy import h1, h1conn, http11
 
+pytestmark = pytest.mark.shell
+
 TLS = Path(__file__).parent.parent / "data" / "tls"  # a self-signed test pair for 127.0.0.1
 
 Script = Callable[[bytes, asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]

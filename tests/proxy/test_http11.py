@@ -28,6 +28,8 @@ from trimgate.proxy.http11 import (
     RequestReader,
 )
 
+pytestmark = pytest.mark.shell
+
 MAX_BODY = 1024
 DELEGATED = frozenset({"/healthz", "/metrics"})
 

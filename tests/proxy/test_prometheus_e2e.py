@@ -31,10 +31,13 @@ from tests.proxy.conftest import MakeStack, Stack
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("prometheus") is None and not os.environ.get("CI"),
-    reason="Debian's prometheus package is not installed (.ci/run installs it)",
-)
+pytestmark = [
+    pytest.mark.shell,
+    pytest.mark.skipif(
+        shutil.which("prometheus") is None and not os.environ.get("CI"),
+        reason="Debian's prometheus package is not installed (.ci/run installs it)",
+    ),
+]
 
 
 def free_port() -> int:

@@ -17,6 +17,8 @@ from tests.proxy.conftest import MakeStack
 from trimgate.config import ServerConfig
 from trimgate.proxy.upstream import make_client
 
+pytestmark = pytest.mark.shell
+
 
 @contextlib.asynccontextmanager
 async def server(extra: bytes, delay: float) -> AsyncIterator[tuple[int, list[int]]]:

@@ -21,6 +21,8 @@ from aiohttp import web
 
 from tests.proxy.bodies import openai_chat
 
+pytestmark = pytest.mark.shell
+
 REQUESTS = 30
 
 
