@@ -767,6 +767,11 @@ def test_an_upstream_answer_a_gateway_failed_to_validate() -> None:
         ),
         # ... or the smaller count said to be all that is left
         ("9100 tokens requested but only 8192 available", Overflow(9100, 8192)),
+        # ... or the limit by its name (EasyDeL's eSurge: the budget is the window less a reserve)
+        (
+            "Prompt too long: length=9120 > budget=7936 (model_max=8192, reserve=256).",
+            Overflow(9120, 7936),
+        ),
     ],
 )
 def test_counts_stated_as_one_pair(message: str, expected: Overflow) -> None:
@@ -1587,6 +1592,12 @@ def test_a_pair_stated_bare_gives_the_counts_but_never_a_sums_part() -> None:
     assert detect_overflow(400, _error_body(expanded), wire_format="openai") == Overflow(6153, 5489)
     summed = "prompt is too long: 3500 + 1024 > 4096"
     assert detect_overflow(400, _error_body(summed), wire_format="openai") == Overflow(None, None)
+    # nor a product's (tabbyAPI counts its cache in pages of 256 tokens)
+    paged = (
+        "Job requires 33 pages (only 32 available) and cannot be enqueued. Total cache allocated"
+        " is 32 * 256 = 8192 tokens. The request exceeds the available context size."
+    )
+    assert detect_overflow(400, _error_body(paged), wire_format="openai") == Overflow(None, None)
 
 
 def test_envelopes_that_nest_or_set_the_message_aside() -> None:
@@ -1933,6 +1944,8 @@ _LEFT_MISSES: Final = {
     "hb126-kibana-actions-execute-gen-ai-ctx": _NOT_TRIMMED + " (Kibana's connector _execute)",
     "hb132-duck2api-err-input-limit-429-relay": "a 429 (DuckDuckGo's ERR_INPUT_LIMIT, relayed)",
     "hb141-morphic-stream-context-length": _NOT_TRIMMED + " (Morphic's chat UI stream)",
+    "hb145-ovms-embeddings-input-longer-than-allowed": _NOT_TRIMMED + " (OVMS's embeddings)",
+    "hb155-tei-openai-embeddings-character-limit": _NOT_TRIMMED + " (TEI's embeddings)",
 }
 
 
@@ -1948,6 +1961,15 @@ _UNREAD: Final = frozenset(
         # PrivateGPT's "message length M and system prompt length S exceed the maximum
         # token limit L": three counts, the prompt in two parts
         "hb113-privategpt-request-too-large-combined",
+        # tabbyAPI's "Total cache allocated is 32 * 256 = 8192 tokens": a product, whose
+        # factors are neither a prompt nor a window
+        "hb144-tabbyapi-oai-stream-job-cannot-be-enqueued",
+        # "exceeds the context window of every available model (1210000 tokens)": the
+        # request's count, where the words put a window's
+        "hb150-py-gateway-openai-every-available-model",
+        # "exceeds max tokens per model (8192), estimated tokens: 9120": "max tokens" names
+        # an output elsewhere, and counts beside an output are never guessed at
+        "hb155-aibrix-embeddings-input-exceeds-max-tokens",
     }
 )
 

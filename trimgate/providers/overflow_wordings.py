@@ -375,6 +375,23 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
         r"maximum context length is (?P<max>{N}) tokens?[.,]? however,? your request has"
         r" (?P<real>{N}) input tokens(?P<whole>)"
     ),
+    # vLLM (2026, renderers/params.py): "... maximum context length is L tokens. However, your
+    # prompt contains (at least) P input tokens, which exceeds this limit even without any
+    # output tokens."; before tokenising, a prompt stated in characters over the most that L
+    # tokens can hold ("your prompt contains C characters (more than M characters, which is
+    # the upper bound for L input tokens)")
+    _p(
+        r"maximum context length is (?P<max>{N}) tokens?[.,]? however,? your prompt contains"
+        r" (?:at least )?(?P<real>{N}) input tokens, which exceeds this limit(?P<whole>)"
+    ),
+    _p(
+        r"maximum context length is (?P<max>{N}) tokens?[.,]? however,? your prompt contains"
+        r" {N} characters \(more than {N} characters, which is the upper bound for {N} input"
+        r" tokens\)(?P<whole>)"
+    ),
+    # EasyDeL's eSurge: the output setting over the room the prompt leaves (the window less
+    # the prompt and a reserve), which a shorter prompt widens
+    _p(r"requested max_new_tokens={N} exceeds allowed={N} for prompt_len={N}"),
     # vLLM (older): max_tokens defaulted to max_model_len - prompt_tokens went negative
     # (not -1: a client's own "no limit" setting, refused as it is)
     _p(r"max_tokens must be at least 1, got -(?!1\b)\d+"),
@@ -974,8 +991,12 @@ _KV_SIZE_RE: Final = _p(r"input prompt is too big compared to kv size")
 # request: llama.cpp issue 19774). A smaller prompt leaves the room; mid-stream, after
 # output, nothing is an overflow anyway.
 _CTX_SIZE_RE: Final = _p(r"context size has been exceeded")
-# A stated limit of 0 ("exceeds the limit of 0"): no prompt fits, whatever is dropped.
-_ZERO_LIMIT_RE: Final = _p(r"\b(?:limit|maximum|max)\b(?: (?:is|of))?\W{0,3}0(?![\d.,])")
+# A stated limit of 0 ("exceeds the limit of 0", "exceeds context size (0)": LocalAI's budget
+# once its output reservation is taken): no prompt fits, whatever is dropped.
+_ZERO_LIMIT_RE: Final = _p(
+    r"\b(?:limit|maximum|max|context(?: window)?(?: length| size)?)\b"
+    r"(?: (?:is|of))?\W{0,3}0(?![\d.,])"
+)
 # The room a server leaves for output, the window less the prompt, gone below zero (it
 # derives the output setting when the request has none): "max_tokens must be at least 1,
 # got -186" (vLLM), "max_new_tokens is -442" (rtp-llm), "`default_max_tokens` (-40205) must
@@ -1055,7 +1076,9 @@ _COUNT_RE: Final = re.compile(_COUNT_N, re.ASCII)  # "上限4096": a count besid
 # (10000000 tokens)", "the maximum context length is 8192 tokens", "Token length exceeds
 # max length of 32768"
 _LIMIT_ONLY_RE: Final = _p(
-    r"\b(?:limit|maximum|max|window|context (?:length|size)|max(?:imum)? length)\b"
+    r"\b(?:limit|maximum|max|window|context (?:length|size)|max(?:imum)? length"
+    # a setting's name: "prepared prompt exceeds Engine max_context 196608" (ninfer-serve)
+    r"|max_(?:context|ctx|model_len|seq_len)(?:_?(?:length|len|size|tokens))?)\b"
     r"(?:\s+(?:is|of))?\W{0,3}"
     + _COUNT_N
     + r"(?:\s*tokens\b|\.?\s*$)"  # "... tokens", or the message's last word ("Model limit: 4096.")
@@ -1065,7 +1088,8 @@ _LIMIT_PAREN_RE: Final = _p(
     r"\b(?:context (?:window )?(?:length|size)|max(?:imum)? sequence length(?: for this model)?)"
     r" \((\d+(?:,\d{3})*)\)"
 )
-_SUM_RE: Final = re.compile(r"\d\)?\s*\+\s*\(?\d")
+# (or a product: "Total cache allocated is 32 * 256 = 8192 tokens", tabbyAPI's pages)
+_SUM_RE: Final = re.compile(r"\d\)?\s*[+*×]\s*\(?\d")
 # ... and not an error's own code or status ("code": 400 in JSON quoted inside a message)
 _CODE_COUNT_RE: Final = _p(r"(?:code|status)\W{0,4}$")
 # ... nor an HTTP status a message quotes ("400 Bad Request: Too many input tokens ...")
@@ -1078,9 +1102,11 @@ _STATUS_COUNT_RE: Final = _p(
 _SIZE_COUNT_RE: Final = _p(r"[ \t]*(?:chars?|characters?|bytes?)\b")
 # Counts a recognised wording states only as "N > M", "N >= M" or "N/M" ("Token sequence length is
 # longer than the specified maximum sequence length for this model (1336 > 512)", SGLang's
-# "After expanding len(...)=5192 => 6153 >= 5489"), not inside a sum ("3500 + 1024 > 4096").
+# "After expanding len(...)=5192 => 6153 >= 5489"), the limit perhaps by its name ("length=9120
+# > budget=7936", EasyDeL's eSurge), not inside a sum ("3500 + 1024 > 4096").
 _PAIR_RE: Final = _p(
-    r"(?<![\w.,+\-/])(?P<real>\d[\d,]*+)\s*(?:>=?|/)\s*(?P<max>\d[\d,]*+)(?![\w.]\d|\s*[-+]|/)"
+    r"(?<![\w.,+\-/])(?P<real>\d[\d,]*+)\s*(?:>=?\s*(?:[a-z_]+ ?= ?)?|/\s*)(?P<max>\d[\d,]*+)"
+    r"(?![\w.]\d|\s*[-+]|/)"
 )
 
 # --------------------------------------------------------------------------- JSON keys
