@@ -8,6 +8,7 @@ its transport uses; every JSON body also runs as the first ``event: error`` of a
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import time
@@ -429,6 +430,34 @@ def test_a_reply_that_is_the_sdks_exception_is_read_as_the_error_it_relays() -> 
     assert detect_overflow(200, completion(quoted), wire_format="openai") is None
     limit = "Exception:Error code: 429 - {'error': {'message': 'Rate limit reached'}}"
     assert detect_overflow(200, completion(limit), wire_format="openai") is None
+
+
+def test_an_engine_status_as_the_reply_is_read_only_where_no_model_wrote_it() -> None:
+    # LMDeploy 0.10-0.15 answers its engine's refusal as a completion of its own
+    said = "internal error happened, status code ResponseType.INPUT_LENGTH_ERROR"
+
+    def completion(text: str, reason: str) -> bytes:
+        choice = {"index": 0, "message": {"role": "assistant", "content": text}}
+        return orjson.dumps({"choices": [{**choice, "finish_reason": reason}]})
+
+    def message(text: str, output_tokens: int) -> bytes:
+        usage = {"input_tokens": 34120, "output_tokens": output_tokens}
+        content = [{"type": "text", "text": text}]
+        return orjson.dumps({"type": "message", "content": content, "usage": usage})
+
+    read = functools.partial(detect_overflow, 200, wire_format="openai")
+    assert read(completion(said, "error")) == Overflow(None, None)
+    assert read(message(said, 0)) == Overflow(None, None)
+    generic = {"code": "server_error", "message": "Response generation failed."}
+    failed = {"object": "response", "status": "failed", "error": generic, "output_text": said}
+    assert read(orjson.dumps(failed)) == Overflow(None, None)
+    assert read(orjson.dumps({**failed, "output_text": "Paris."})) is None
+    # the same words as a model's reply (a reason of its own, output written), another
+    # engine status, or words around them: a reply
+    assert read(completion(said, "stop")) is None
+    assert read(message(said, 12)) is None
+    assert read(completion(said.replace("INPUT_LENGTH", "INTERNAL_ENGINE"), "error")) is None
+    assert read(completion("It said: " + said, "error")) is None
 
 
 def test_html_pages_are_never_read() -> None:
@@ -1227,6 +1256,8 @@ def test_error_inside_a_choice_with_status_200() -> None:
         "Le prompt est trop long pour la fenêtre de contexte du modèle",
         "Die Anfrage ist zu lang für das Kontextfenster",
         "Il prompt è troppo lungo per il contesto del modello",
+        # a requirement the prompt broke (mlx-vlm's compaction route)
+        "Compaction input must fit within the model context window.",
         # the room left for output, derived from the window less the prompt, below zero
         "request length is 33210, max_new_tokens is -442",
         "`default_max_tokens` (-1808) must be greater than 0",
@@ -1334,6 +1365,8 @@ def test_generic_rule_recognises_unlisted_wordings(message: str) -> None:
         # "does not fit" said of an image or of the output setting
         "The image does not fit in the context window",
         "max_tokens does not fit the context window",
+        "The image must fit within the context window",
+        "max_tokens must fit within the context window",
         # a retrieval that found too little, a chat app's cap on one message
         "Insufficient context to answer the question",
         "Bad Request: message is too long",
@@ -1946,6 +1979,11 @@ _LEFT_MISSES: Final = {
     "hb141-morphic-stream-context-length": _NOT_TRIMMED + " (Morphic's chat UI stream)",
     "hb145-ovms-embeddings-input-longer-than-allowed": _NOT_TRIMMED + " (OVMS's embeddings)",
     "hb155-tei-openai-embeddings-character-limit": _NOT_TRIMMED + " (TEI's embeddings)",
+    "hb160-ollama-064-v1-chat-entire-prompt-removed-by-truncation": "as hb122, on /v1",
+    # LMDeploy 0.13's Anthropic stream writes its engine status as the reply's first text
+    # delta, which ends the relay's look before the stop reason says no token was output
+    "hb162-lmdeploy-0130-anthropic-stream-input-length-error": "a stream's reply is the error",
+    "hb162-mlx-vlm-0710-compact-exchange-cannot-fit": "one exchange over a compaction's budget",
 }
 
 

@@ -302,6 +302,7 @@ def _walk_document(doc: Any, facts: _Facts, depth: int, *, error_status: bool) -
         error = doc["error"]
     if error not in (None, False, "", {}, []) or _typed_error(doc):
         _walk_error(doc, facts, depth)
+        _engine_status_reply(doc, facts, depth)  # (LMDeploy's failed Responses object)
         return True
     if _fastapi_error(doc):
         _walk_error(doc, facts, depth)
@@ -439,6 +440,7 @@ def _error_as_reply(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
         _spoofed_error(doc, facts, depth)
         or _api_error_chunk(doc, facts, depth)
         or _relayed_exception(doc, facts, depth)
+        or _engine_status_reply(doc, facts, depth)
     )
 
 
@@ -514,6 +516,36 @@ def _relayed_exception(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
     facts.statuses.append(int(match.group(1)))
     _add_text(text, facts, depth)
     return True
+
+
+def _engine_status_reply(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
+    """LMDeploy (0.10 to 0.15) answers its engine's refusal as a completion of its own whose
+    whole reply is "internal error happened, status code ResponseType.<STATUS>", with
+    ``finish_reason`` "error" (a chat completion or chunk), on its Anthropic route with no
+    output token, on its Responses route as the ``output_text`` of a failed response (beside
+    a generic error): a model chooses neither the reason nor the engine's status name. Read
+    as an error's message."""
+    choice = _first_choice(doc)
+    if doc.get("object") == "response":
+        text = doc.get("output_text") if doc.get("status") == "failed" else None
+    elif choice is not None:
+        if choice.get("finish_reason") != "error":
+            return False
+        text = _reply_text(choice)
+    else:
+        usage, content = doc.get("usage"), doc.get("content")
+        if not isinstance(usage, dict) or usage.get("output_tokens") != 0:
+            return False
+        if not isinstance(content, list) or len(content) != 1 or not isinstance(content[0], dict):
+            return False
+        text = content[0].get("text")
+    if not isinstance(text, str) or _ENGINE_STATUS_RE.fullmatch(text) is None:
+        return False
+    _add_text(text, facts, depth)
+    return True
+
+
+_ENGINE_STATUS_RE: Final = re.compile(r"internal error happened, status code ResponseType\.[A-Z_]+")
 
 
 # openai-python's APIStatusError as str(), at the start of a reply, after at most a short

@@ -392,6 +392,18 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
     # EasyDeL's eSurge: the output setting over the room the prompt leaves (the window less
     # the prompt and a reserve), which a shorter prompt widens
     _p(r"requested max_new_tokens={N} exceeds allowed={N} for prompt_len={N}"),
+    # LMDeploy (0.10 to 0.15): its engine's status, as the reply of a completion of its own
+    _p(r"status code responsetype\.input_length_error\b"),
+    # SGLang >= 0.5.21: a prompt over the whole KV cache
+    _p(r"request prompt exceeds the kv memory budget(?:: input_len=(?P<real>{N}))?"),
+    # Xinference 4.1: "Prompt has P tokens, but context_length is L; at least one output token
+    # is required." (MLX), "Prompt length P reaches or exceeds context_length L, leaving no
+    # output capacity." (its multimodal models)
+    _p(
+        r"prompt has (?P<real>{N}) tokens, but context_length is (?P<max>{N}); at least one"
+        r" output token is required(?P<whole>)"
+    ),
+    _p(r"prompt length (?P<real>{N}) reaches or exceeds context_length (?P<max>{N})(?P<whole>)"),
     # vLLM (older): max_tokens defaulted to max_model_len - prompt_tokens went negative
     # (not -1: a client's own "no limit" setting, refused as it is)
     _p(r"max_tokens must be at least 1, got -(?!1\b)\d+"),
@@ -698,6 +710,8 @@ _GEN_EXCESS_RE: Final = _p(
     # "does not fit in the context window", "cannot fit 9000 tokens into 8192", "not enough
     # context space for the prompt", "insufficient context window"
     r"|\b(?:does not|doesn't|do not|don't|cannot|can't|won't|will not|would not) fit\b"
+    # "Compaction input must fit within the model context window." (mlx-vlm)
+    r"|\bmust fit (?:in|within|into)\b"
     r"|\b(?:not enough|insufficient) (?:context (?:window|space|room|length|size)"
     r"|(?:room|space) (?:in|for) (?:the )?(?:context|prompt))\b"
     # "12000 tokens > 8192", "P (N) >= n_ctx (L)"
@@ -988,9 +1002,12 @@ _GENERIC_STATUSES: Final = frozenset({200, 400, 413, 422, 424, 500, 502})
 _KV_SIZE_RE: Final = _p(r"input prompt is too big compared to kv size")
 # llama.cpp and LM Studio's "Context size has been exceeded": a 4xx, or the 500 a
 # decode gives when the prompt and its generation outgrow the context (an over-large
-# request: llama.cpp issue 19774). A smaller prompt leaves the room; mid-stream, after
-# output, nothing is an overflow anyway.
-_CTX_SIZE_RE: Final = _p(r"context size has been exceeded")
+# request: llama.cpp issue 19774), also llama.cpp's "context shift cannot be used for shared
+# prompt" (the same, for a request of several choices). A smaller prompt leaves the room;
+# mid-stream, after output, nothing is an overflow anyway.
+_CTX_SIZE_RE: Final = _p(
+    r"context size has been exceeded|context shift cannot be used for shared prompt"
+)
 # A stated limit of 0 ("exceeds the limit of 0", "exceeds context size (0)": LocalAI's budget
 # once its output reservation is taken): no prompt fits, whatever is dropped.
 _ZERO_LIMIT_RE: Final = _p(
@@ -1067,6 +1084,9 @@ _STRONG_RE: Final = _p(
 # ("qwen-max-2025-01-25") nor a -1 that means unlimited.
 _NEGATIVE_LIMIT_RE: Final = _p(
     r"(?<![\w-])(?:input|prompt|context)(?: length)? limit(?: is|:|=)? -(?:[2-9]|[1-9]\d+)\b"
+    # vLLM 0.10.2-0.13 on /v1/completions: "This model's maximum context length is -7232
+    # tokens" (the window less a max_tokens larger than it)
+    r"|\bmaximum context length is -(?:[2-9]|[1-9]\d+)\b"
 )
 
 # A count in a recognised wording that states exactly two (``_two_counts``), unless the
