@@ -8,7 +8,6 @@ its transport uses; every JSON body also runs as the first ``event: error`` of a
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 import time
@@ -318,7 +317,11 @@ def test_an_error_written_as_text_into_a_stream_is_read() -> None:
     assert detect_stream_overflow(crane, wire_format="openai") == Overflow(33210, 32768)
     named = b"event: error\ndata: Prompt is too long\n\n"
     assert detect_stream_overflow(named, wire_format="openai") == Overflow(None, None)
-    # text that is no error (a model's output always comes as JSON) decides nothing of it
+    # text that is not named an error is read only in a listed wording (mistral.rs before
+    # 0.9.2), never by the generic rule: a model's output comes as JSON
+    raw = b"data: Prompt sequence length is greater than 4096, perhaps consider using `truncate"
+    raw += b"_sequence`?\n\ndata: [DONE]\n\n"
+    assert detect_stream_overflow(raw, wire_format="openai") == Overflow(None, 4096)
     said = b"data: Prompt length (33210) exceeds server max_seq_len (32768)\n\n"
     assert detect_stream_overflow(said, wire_format="openai") is None
     rate = b"data: error: rate limit reached, 60 requests per minute\n\n"
@@ -436,26 +439,42 @@ def test_an_engine_status_as_the_reply_is_read_only_where_no_model_wrote_it() ->
     # LMDeploy 0.10-0.15 answers its engine's refusal as a completion of its own
     said = "internal error happened, status code ResponseType.INPUT_LENGTH_ERROR"
 
-    def completion(text: str, reason: str) -> bytes:
-        choice = {"index": 0, "message": {"role": "assistant", "content": text}}
-        return orjson.dumps({"choices": [{**choice, "finish_reason": reason}]})
+    def completion(text: str, reason: str, key: str = "content", chunk: bool = False) -> bytes:
+        reply = {"role": "assistant", "content": None, key: text}
+        choice = {"index": 0, "delta" if chunk else "message": reply, "finish_reason": reason}
+        return orjson.dumps({"choices": [choice]})
 
-    def message(text: str, output_tokens: int) -> bytes:
+    def message(text: str, output_tokens: int, kind: str = "text") -> bytes:
         usage = {"input_tokens": 34120, "output_tokens": output_tokens}
-        content = [{"type": "text", "text": text}]
+        content = [{"type": kind, kind: text}]
         return orjson.dumps({"type": "message", "content": content, "usage": usage})
 
-    read = functools.partial(detect_overflow, 200, wire_format="openai")
+    def response(text: str, status: str) -> bytes:
+        generic = {"code": "server_error", "message": "Response generation failed."}
+        part = {"type": "output_text", "text": text}
+        item = {"type": "message", "role": "assistant", "content": [part]}
+        doc = {"object": "response", "status": status, "error": generic, "output": [item]}
+        return orjson.dumps(doc)
+
+    def read(body: bytes, wire_format: str = "openai") -> Overflow | None:
+        return detect_overflow(200, body, wire_format=wire_format)
+
     assert read(completion(said, "error")) == Overflow(None, None)
-    assert read(message(said, 0)) == Overflow(None, None)
-    generic = {"code": "server_error", "message": "Response generation failed."}
-    failed = {"object": "response", "status": "failed", "error": generic, "output_text": said}
-    assert read(orjson.dumps(failed)) == Overflow(None, None)
-    assert read(orjson.dumps({**failed, "output_text": "Paris."})) is None
-    # the same words as a model's reply (a reason of its own, output written), another
-    # engine status, or words around them: a reply
+    # (a reasoning parser that found no closing think tag moves the words aside)
+    assert read(completion(said, "error", "reasoning_content")) == Overflow(None, None)
+    assert read(completion(said, "error", chunk=True)) == Overflow(None, None)
+    assert read(message(said, 0), "anthropic") == Overflow(None, None)
+    assert read(message(said, 0, "thinking"), "anthropic") == Overflow(None, None)
+    assert read(response(said, "failed"), "openai-responses") == Overflow(None, None)
+    failed = orjson.loads(response("", "failed"))
+    failed["output_text"] = said
+    assert read(orjson.dumps(failed), "openai-responses") == Overflow(None, None)
+    # the same words as a model's reply (a reason of its own, output written, a response
+    # that completed), another engine status, or words around them: a reply
     assert read(completion(said, "stop")) is None
-    assert read(message(said, 12)) is None
+    assert read(message(said, 12), "anthropic") is None
+    assert read(response(said, "completed"), "openai-responses") is None
+    assert read(response("Paris.", "failed"), "openai-responses") is None
     assert read(completion(said.replace("INPUT_LENGTH", "INTERNAL_ENGINE"), "error")) is None
     assert read(completion("It said: " + said, "error")) is None
 
@@ -1367,6 +1386,7 @@ def test_generic_rule_recognises_unlisted_wordings(message: str) -> None:
         "max_tokens does not fit the context window",
         "The image must fit within the context window",
         "max_tokens must fit within the context window",
+        "Token ids must fit within the vocabulary size (151936)",
         # a retrieval that found too little, a chat app's cap on one message
         "Insufficient context to answer the question",
         "Bad Request: message is too long",
@@ -1755,6 +1775,22 @@ def test_a_limit_below_zero_is_unfixable() -> None:
     )
     assert detect_overflow(400, fits, wire_format="openai") == Overflow(2354, 2000)
     assert not overflow.detect_unfixable(400, fits)
+    # vLLM 0.10.2-0.13 states the window less max_tokens as the window itself
+    for window in ("-7232", "-1"):
+        vllm = _error_body(
+            f"This model's maximum context length is {window} tokens. However, your request has"
+            " 12 input tokens. Please reduce the length of the input messages."
+        )
+        assert detect_overflow(400, vllm, wire_format="openai") is None, window
+        assert overflow.detect_unfixable(400, vllm), window
+    # EasyDeL's eSurge states the room the prompt leaves; one the output alone overfills
+    # is unfixable, else the prompt aims at the window less the reserve and the output
+    esurge = "Requested max_new_tokens={} exceeds allowed=1200 for prompt_len=6736."
+    fixable = _error_body(esurge.format(4096))
+    assert detect_overflow(400, fixable, wire_format="openai") == Overflow(6736, 3840)
+    alone = _error_body(esurge.format(200000))
+    assert detect_overflow(400, alone, wire_format="openai") is None
+    assert overflow.detect_unfixable(400, alone)
 
 
 def test_a_limit_of_zero_is_never_an_overflow() -> None:
@@ -1768,6 +1804,32 @@ def test_a_limit_of_zero_is_never_an_overflow() -> None:
         }
     )
     assert detect_overflow(400, body, wire_format="openai") is None
+
+
+def test_a_context_size_of_zero_is_a_limit_of_zero_but_not_a_zero_after_the_word() -> None:
+    def read(message: str) -> Overflow | None:
+        return detect_overflow(413, _error_body(message), wire_format="openai")
+
+    # LocalAI's budget once its output reservation is taken: no prompt fits
+    assert read("compressed request (850 tokens) exceeds context size (0)") is None
+    # a 0 after the word "context" in another clause is no window
+    for message in (
+        "Prompt exceeds the model's context. 0 tokens remain for output.",
+        "The input is too long for the context, 0 tokens left for the reply.",
+    ):
+        assert read(message) == Overflow(None, None), message
+
+
+def test_the_prompt_alone_is_kept_through_a_pair_that_confirms_the_window() -> None:
+    # vLLM's character pre-check reads the window only; the retry still reserves the output
+    message = (
+        "This model's maximum context length is 8192 tokens. However, your prompt contains "
+        "1200000 characters (more than 393216 characters, which is the upper bound for 8192 "
+        "input tokens). Please reduce the length of the input prompt."
+    )
+    got = detect_overflow(400, _error_body(message), wire_format="openai")
+    assert got is not None and got.whole
+    assert got == Overflow(None, 8192)
 
 
 def test_chinese_wordings_read_raw_or_escaped() -> None:
@@ -1984,6 +2046,10 @@ _LEFT_MISSES: Final = {
     # delta, which ends the relay's look before the stop reason says no token was output
     "hb162-lmdeploy-0130-anthropic-stream-input-length-error": "a stream's reply is the error",
     "hb162-mlx-vlm-0710-compact-exchange-cannot-fit": "one exchange over a compaction's budget",
+    "hb164-tei-183-openai-embeddings-input-characters-413": _NOT_TRIMMED + " (TEI's embeddings)",
+    "hb168-llama-box-v0123-embeddings-prefill-exceed-n-ubatch": _NOT_TRIMMED + " (embeddings)",
+    # ERNIE's 336003 caps the newest question, which a trim always keeps
+    "hb171-higress-v200-baidu-200-error-to-500-text": "the newest message over its own cap",
 }
 
 

@@ -45,15 +45,18 @@ import orjson
 
 from trimgate.providers.overflow_read import (
     _MAX_ITEMS,
+    _NOT_FIXABLE,
     WINDOW_STOP,
     Overflow,
     Patterns,
     Suspect,
     _confirmed,
+    _custom,
     _decide,
     _Facts,
     _has_hint,
     _never,
+    _read_message,
     _stray_texts,
     _suspect,
     _unfixable,
@@ -361,15 +364,20 @@ def _event_verdict(
 
 
 def _text_event(name: str, payload: bytes, patterns: Patterns) -> Overflow | None:
-    """The overflow an event that is not JSON states: read only when it is an error
-    written as text ("event: error", or "data: error: Prompt length (P) exceeds server
-    max_seq_len (L)" as Crane writes it); a model's output never comes so."""
-    if name != "error" and payload[:6].lower() != b"error:":
-        return None
+    """The overflow an event that is not JSON states: read when it is an error written as
+    text ("event: error", or "data: error: Prompt length (P) exceeds server max_seq_len
+    (L)" as Crane writes it), or when its words are a listed wording or the upstream's own
+    (mistral.rs before 0.9.2 wrote "data: Prompt sequence length is greater than L, ..."):
+    the formats trimgate fronts carry a model's output as JSON, never so."""
     if not patterns and not _has_hint(payload.lower()):
         return None
+    said = payload.decode("utf-8", "replace")
+    if name != "error" and payload[:6].lower() != b"error:":
+        listed = _read_message(said)
+        if (listed is None or listed is _NOT_FIXABLE) and _custom(said, patterns) is None:
+            return None
     facts = _Facts()
-    facts.say(payload.decode("utf-8", "replace"))
+    facts.say(said)
     return _decide(200, facts, patterns)
 
 

@@ -435,7 +435,8 @@ _SPOOF_REASON_RE: Final = re.compile(r"Proxy error \(HTTP ([1-5]\d\d)\b")
 
 
 def _error_as_reply(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
-    """A gateway's error written as a success's reply, told by a mark no model writes."""
+    """A server's or gateway's error written as a success's reply, told by a mark no model
+    writes."""
     return (
         _spoofed_error(doc, facts, depth)
         or _api_error_chunk(doc, facts, depth)
@@ -522,27 +523,47 @@ def _engine_status_reply(doc: dict[str, Any], facts: _Facts, depth: int) -> bool
     """LMDeploy (0.10 to 0.15) answers its engine's refusal as a completion of its own whose
     whole reply is "internal error happened, status code ResponseType.<STATUS>", with
     ``finish_reason`` "error" (a chat completion or chunk), on its Anthropic route with no
-    output token, on its Responses route as the ``output_text`` of a failed response (beside
-    a generic error): a model chooses neither the reason nor the engine's status name. Read
-    as an error's message."""
+    output token, on its Responses route as the text of a failed response (beside a generic
+    error): a model chooses neither the reason nor the engine's status name. Its reasoning
+    parser may have moved the words to the reasoning field (no closing think tag). Read as
+    an error's message."""
+    said: list[Any] = []
     choice = _first_choice(doc)
     if doc.get("object") == "response":
-        text = doc.get("output_text") if doc.get("status") == "failed" else None
+        if doc.get("status") != "failed":
+            return False
+        said.append(doc.get("output_text"))
+        said.extend(_block_texts(_first_item(_first_item(doc.get("output")), "content")))
     elif choice is not None:
         if choice.get("finish_reason") != "error":
             return False
-        text = _reply_text(choice)
+        reply = choice.get("message") or choice.get("delta")
+        if isinstance(reply, dict):
+            said.extend(reply.get(key) for key in ("content", "reasoning_content", "reasoning"))
     else:
         usage, content = doc.get("usage"), doc.get("content")
         if not isinstance(usage, dict) or usage.get("output_tokens") != 0:
             return False
-        if not isinstance(content, list) or len(content) != 1 or not isinstance(content[0], dict):
+        if not isinstance(content, list) or len(content) != 1:
             return False
-        text = content[0].get("text")
-    if not isinstance(text, str) or _ENGINE_STATUS_RE.fullmatch(text) is None:
-        return False
-    _add_text(text, facts, depth)
-    return True
+        said.extend(_block_texts(content[0]))
+    for text in said:
+        if isinstance(text, str) and _ENGINE_STATUS_RE.fullmatch(text) is not None:
+            _add_text(text, facts, depth)
+            return True
+    return False
+
+
+def _first_item(node: Any, key: str | None = None) -> Any:
+    """The first item of a list (of ``node[key]`` when a key is given), or None."""
+    if key is not None:
+        node = node.get(key) if isinstance(node, dict) else None
+    return node[0] if isinstance(node, list) and node else None
+
+
+def _block_texts(block: Any) -> list[Any]:
+    """A content block's text, as written or as thinking."""
+    return [block.get("text"), block.get("thinking")] if isinstance(block, dict) else []
 
 
 _ENGINE_STATUS_RE: Final = re.compile(r"internal error happened, status code ResponseType\.[A-Z_]+")
@@ -611,6 +632,11 @@ def _read_message(text: str) -> Overflow | None:
             if withres > 2 * limit:
                 return _NOT_FIXABLE
             real = withres
+        # the room the prompt leaves for output, stated with the prompt: the window (less any
+        # reserve) is their sum
+        room = _num(groups.get("room"))
+        if room is not None and real is not None:
+            limit = room + real
         parts = groups.get("parts")
         if parts:
             prompt_sum = comp_sum = 0
@@ -843,7 +869,8 @@ def _decide(http_status: int, facts: _Facts, patterns: Patterns = ()) -> Overflo
     if found.real is None:  # a wording that read the window alone
         paired = _pair(facts.texts)
         if paired is not None and paired.maximum == found.maximum:
-            return paired  # "5012 tokens exceeds the 4096-token context window"
+            # "5012 tokens exceeds the 4096-token context window"
+            return Overflow(paired.real, paired.maximum, whole=found.whole)
     return found
 
 
@@ -952,7 +979,7 @@ def _pair(texts: list[str]) -> Overflow | None:
     "N >= M", parenthesised or bare), or, with no such pair, as exactly two counts
     (``_two_counts``)."""
     if any(_SUM_RE.search(text[:4096]) for text in texts):
-        return None  # "1024 + 9000 > 8192": a sum, whose parts are not the prompt
+        return None  # "1024 + 9000 > 8192", "32 * 256": a sum or product, not a prompt
     pairs = {
         (_num(m.group("real")), _num(m.group("max")))
         for text in texts

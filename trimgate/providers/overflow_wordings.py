@@ -390,10 +390,23 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
         r" tokens\)(?P<whole>)"
     ),
     # EasyDeL's eSurge: the output setting over the room the prompt leaves (the window less
-    # the prompt and a reserve), which a shorter prompt widens
-    _p(r"requested max_new_tokens={N} exceeds allowed={N} for prompt_len={N}"),
+    # the prompt and a reserve), so the window less the reserve is that room plus the prompt
+    _p(
+        r"requested max_new_tokens=(?P<comp>{N}) exceeds allowed=(?P<room>{N}) for"
+        r" prompt_len=(?P<real>{N})"
+    ),
     # LMDeploy (0.10 to 0.15): its engine's status, as the reply of a completion of its own
     _p(r"status code responsetype\.input_length_error\b"),
+    # mistral.rs >= 0.9.1: "Sequence 12 with P tokens exceeds the available KV cache capacity."
+    # ("... the total KV cache capacity of L tokens.")
+    _p(
+        r"sequence {N} with (?P<real>{N}) tokens exceeds the (?:available|total) kv cache"
+        r" capacity(?: of (?P<max>{N}) tokens)?"
+    ),
+    # GPUStack's llama-box (0.0.123 on): "Illegal param: prefill P tokens exceed n_ctx_per_seq"
+    _p(r"\bprefill (?P<real>{N}) tokens exceed n_ctx_per_seq\b"),
+    # ZhiLight: "Input tokens are too long: P"
+    _p(r"input tokens are too long: (?P<real>{N})"),
     # SGLang >= 0.5.21: a prompt over the whole KV cache
     _p(r"request prompt exceeds the kv memory budget(?:: input_len=(?P<real>{N}))?"),
     # Xinference 4.1: "Prompt has P tokens, but context_length is L; at least one output token
@@ -710,8 +723,9 @@ _GEN_EXCESS_RE: Final = _p(
     # "does not fit in the context window", "cannot fit 9000 tokens into 8192", "not enough
     # context space for the prompt", "insufficient context window"
     r"|\b(?:does not|doesn't|do not|don't|cannot|can't|won't|will not|would not) fit\b"
-    # "Compaction input must fit within the model context window." (mlx-vlm)
-    r"|\bmust fit (?:in|within|into)\b"
+    # "Compaction input must fit within the model context window." (mlx-vlm): the context as
+    # what to fit within, not a vocabulary or a field
+    r"|\bmust fit (?:in|within|into) (?:the |its |this )?(?:model'?s? )?(?:\w+ )?context\b"
     r"|\b(?:not enough|insufficient) (?:context (?:window|space|room|length|size)"
     r"|(?:room|space) (?:in|for) (?:the )?(?:context|prompt))\b"
     # "12000 tokens > 8192", "P (N) >= n_ctx (L)"
@@ -1011,8 +1025,8 @@ _CTX_SIZE_RE: Final = _p(
 # A stated limit of 0 ("exceeds the limit of 0", "exceeds context size (0)": LocalAI's budget
 # once its output reservation is taken): no prompt fits, whatever is dropped.
 _ZERO_LIMIT_RE: Final = _p(
-    r"\b(?:limit|maximum|max|context(?: window)?(?: length| size)?)\b"
-    r"(?: (?:is|of))?\W{0,3}0(?![\d.,])"
+    r"\b(?:limit|maximum|max)\b(?: (?:is|of))?\W{0,3}0(?![\d.,])"
+    r"|\bcontext(?: window)? (?:length|size)\b(?: (?:is|of))?[ :=(]{0,3}0(?![\d.,])"
 )
 # The room a server leaves for output, the window less the prompt, gone below zero (it
 # derives the output setting when the request has none): "max_tokens must be at least 1,
@@ -1081,16 +1095,17 @@ _STRONG_RE: Final = _p(
 
 # An input limit stated below zero: the window less an output reservation larger than it,
 # which no prompt fits ("larger than the model input length limit -80"). Not a model's name
-# ("qwen-max-2025-01-25") nor a -1 that means unlimited.
+# ("qwen-max-2025-01-25") nor, in a limit, a -1 that means unlimited.
 _NEGATIVE_LIMIT_RE: Final = _p(
     r"(?<![\w-])(?:input|prompt|context)(?: length)? limit(?: is|:|=)? -(?:[2-9]|[1-9]\d+)\b"
     # vLLM 0.10.2-0.13 on /v1/completions: "This model's maximum context length is -7232
-    # tokens" (the window less a max_tokens larger than it)
-    r"|\bmaximum context length is -(?:[2-9]|[1-9]\d+)\b"
+    # tokens", the window less a max_tokens larger than it (-1 too: a stated window, not a
+    # setting)
+    r"|\bmaximum context length is -[1-9]\d*\b"
 )
 
 # A count in a recognised wording that states exactly two (``_two_counts``), unless the
-# wording adds counts up ("1999 + 50 > 2048": the sum is not the prompt).
+# wording adds or multiplies counts (``_SUM_RE``).
 _COUNT_RE: Final = re.compile(_COUNT_N, re.ASCII)  # "上限4096": a count beside Chinese text
 # The window a recognised wording states alone, as its only count: "exceed model limit
 # (10000000 tokens)", "the maximum context length is 8192 tokens", "Token length exceeds
@@ -1108,7 +1123,8 @@ _LIMIT_PAREN_RE: Final = _p(
     r"\b(?:context (?:window )?(?:length|size)|max(?:imum)? sequence length(?: for this model)?)"
     r" \((\d+(?:,\d{3})*)\)"
 )
-# (or a product: "Total cache allocated is 32 * 256 = 8192 tokens", tabbyAPI's pages)
+# A sum or a product of counts ("1999 + 50 > 2048", tabbyAPI's "Total cache allocated is
+# 32 * 256 = 8192 tokens"): its parts are neither a prompt nor a window.
 _SUM_RE: Final = re.compile(r"\d\)?\s*[+*×]\s*\(?\d")
 # ... and not an error's own code or status ("code": 400 in JSON quoted inside a message)
 _CODE_COUNT_RE: Final = _p(r"(?:code|status)\W{0,4}$")
