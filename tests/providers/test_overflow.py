@@ -2050,6 +2050,7 @@ _LEFT_MISSES: Final = {
     "hb168-llama-box-v0123-embeddings-prefill-exceed-n-ubatch": _NOT_TRIMMED + " (embeddings)",
     # ERNIE's 336003 caps the newest question, which a trim always keeps
     "hb171-higress-v200-baidu-200-error-to-500-text": "the newest message over its own cap",
+    "hb177-ovms-2024-raw-envelope-embeddings-longer-than-allowed": _NOT_TRIMMED + " (embeddings)",
 }
 
 
@@ -2074,6 +2075,13 @@ _UNREAD: Final = frozenset(
         # "exceeds max tokens per model (8192), estimated tokens: 9120": "max tokens" names
         # an output elsewhere, and counts beside an output are never guessed at
         "hb155-aibrix-embeddings-input-exceeds-max-tokens",
+        # FastDeploy's "input_ids_len (P) + min_dec_len (1) >= max_model_len": a sum, and P
+        # the count after the server's own cut
+        "hb178-fastdeploy-20-completions-input-text-too-long",
+        # Cloudflare's "input and maximum output tokens (T) exceeded ... limit (L)": a total
+        # that holds the output reservation, never split into a prompt and a window
+        "hb179-cloudflare-workers-ai-5021-context-window-request-id",
+        "hb179-openrouter-relays-cloudflare-5021",
     }
 )
 
