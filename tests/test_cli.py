@@ -18,6 +18,8 @@ import yaml
 
 from tests.proxy.bodies import anthropic_messages, gemini_contents, openai_chat, responses_input
 
+pytestmark = pytest.mark.shell  # (each command runs in a subprocess of its own)
+
 CRUMB = "[earlier turns omitted to fit the context window]"
 
 
