@@ -59,6 +59,11 @@ def _key(body: str) -> str:
     return re.sub(r"\s+", "", body)
 
 
+def _known() -> set[str]:
+    """The keys of the bodies the corpus and the held-out set already hold."""
+    return {_key(e["body"]) for path in KNOWN for e in _load(path)}
+
+
 def _read(entry: dict[str, Any]) -> Overflow | None:
     body = entry["body"].encode()
     if entry["stream"]:
@@ -69,7 +74,7 @@ def _read(entry: dict[str, Any]) -> Overflow | None:
 
 
 def score(batch: Path) -> int:
-    known = {_key(e["body"]) for path in KNOWN for e in _load(path)}
+    known = _known()
     fresh: list[dict[str, Any]] = []
     dropped: list[str] = []
     for entry in _load(batch):
@@ -168,7 +173,7 @@ def _with_comments(path: Path) -> list[tuple[dict[str, Any], list[str]]]:
 
 
 def merge(to_corpus: set[str], batches: list[Path]) -> int:
-    known = {_key(e["body"]) for path in KNOWN for e in _load(path)}
+    known = _known()
     texts: dict[bool, list[str]] = {True: [], False: []}
     for batch in batches:
         for entry, comments in _with_comments(batch):
