@@ -342,8 +342,14 @@ async def test_a_window_stop_after_output_is_the_answer(make_stack: MakeStack) -
         # FastDeploy's push mode: JSON lines with no SSE field
         b'{"req_id": "5f1c2a7e", "error_msg": "Input text is too long, input_ids_len (8300)'
         b' + min_dec_len (1) >= max_seq_len ", "error_code": 200}\n',
+        # CLIProxyAPI 1.0: keep-alive comments every 500 ms, then its error JSON, no field
+        b": CLI-PROXY-API PROCESSING\n\n"
+        * 3
+        + b'{"error":{"message":"api streaming request failed with status 400: The input'
+        b' token count (9000) exceeds the maximum number of tokens allowed (8192).",'
+        b'"type":"server_error"}}',
     ],
-    ids=["text", "json-line"],
+    ids=["text", "json-line", "after-comments"],
 )
 async def test_an_overflow_written_raw_into_a_stream_is_retried(
     make_stack: MakeStack, raw: bytes

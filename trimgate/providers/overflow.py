@@ -444,6 +444,7 @@ def detect_stream_event_overflow(
 BARE_STREAM_LIMIT: Final = 4096
 # a line an SSE stream is made of: a field (data, event, id, retry) or a comment
 _SSE_LINE_RE: Final = re.compile(rb"(?m)^[ \t]*(?:(?:data|event|id|retry)[ \t]*)?:")
+_COMMENT_LINE_RE: Final = re.compile(rb"(?m)^[ \t]*:[^\n]*(?:\n|$)")
 _BOM: Final = "\ufeff".encode()
 # a key that makes a JSON line an error: "error", "error_msg", "errorMessage", "err"...
 _BARE_ERROR_KEY_RE: Final = re.compile(rb'"err(?:or)?[\w-]*"\s*:', re.IGNORECASE)
@@ -454,13 +455,17 @@ def detect_bare_stream_overflow(
 ) -> Overflow | None:
     """The overflow of a 200 event stream that ended holding no SSE line at all, only
     text: an error some servers write raw into the stream they opened (xllm's "Prompt is
-    too long", FastDeploy's push-mode JSON lines). ``data`` is the whole stream, at most
-    ``BARE_STREAM_LIMIT`` bytes; it is read as an error body with no status of its own
-    (``detect_overflow`` at 400), so only an overflow's wording counts. JSON in it counts
-    only with an error key: a JSON-lines answer (``{"message": ..., "done": true}``) is
-    not an error. A stream that carries output has SSE lines."""
+    too long", FastDeploy's push-mode JSON lines), after comments only (CLIProxyAPI 1.0's
+    keep-alive ": CLI-PROXY-API PROCESSING" lines, then its error JSON). ``data`` is the
+    whole stream; less its comments, at most ``BARE_STREAM_LIMIT`` bytes of it are read as
+    an error body with no status of its own (``detect_overflow`` at 400), so only an
+    overflow's wording counts. JSON in it counts only with an error key: a JSON-lines
+    answer (``{"message": ..., "done": true}``) is not an error. A stream that carries
+    output has SSE lines."""
     if data.startswith(_BOM):
         data = data[len(_BOM) :]
+    if b":" in data:
+        data = _COMMENT_LINE_RE.sub(b"", data)
     if not data.strip() or len(data) > BARE_STREAM_LIMIT or _SSE_LINE_RE.search(data):
         return None
     if data.lstrip()[:1] in (b"{", b"[") and _BARE_ERROR_KEY_RE.search(data) is None:

@@ -217,6 +217,13 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
         r"you passed (?P<real>{N}) input tokens and requested (?P<comp>{N}) output tokens\.?"
         r" however,? the model.?s context length is only (?P<max>{N}) tokens"
     ),
+    # NVIDIA Dynamo's frontend (1.6; also behind hosts that run it): "This model configuration
+    # accepts at most L combined input and output tokens. However, your request has P input
+    # tokens and asks for C output tokens (T tokens total)."
+    _p(
+        r"accepts at most (?P<max>{N}) combined input and output tokens\.? however,? your"
+        r" request has (?P<real>{N}) input tokens and asks for (?P<comp>{N}) output tokens"
+    ),
     # SambaNova: "The maximum context length of M is L. However, answering your request
     # will take T tokens." (T counts the completion it asked for)
     _p(
