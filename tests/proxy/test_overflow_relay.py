@@ -33,6 +33,11 @@ def text(value: str) -> dict[str, Any]:
     return {"choices": [{"index": 0, "delta": {"content": value}}]}
 
 
+LLAMA_CPP_REFUSAL = (
+    "request (9412 tokens) exceeds the available context size (8192 tokens), try increasing it"
+)
+
+
 def ok_stream() -> Reply:
     return Reply(events=[*sse_data(ROLE, text("fine")), b"data: [DONE]\n\n"])
 
@@ -228,13 +233,40 @@ async def test_a_refusal_relayed_as_424_or_502_is_retried(
         ],
         # Crane's error written as text into the data line
         [b"data: error: Prompt length (33210) exceeds server max_seq_len (32768)\n\n"],
+        # LocalAI: llama.cpp's refusal as the reply's first text, then the error chunk
+        sse_data(ROLE, text(LLAMA_CPP_REFUSAL), {"error": {"message": LLAMA_CPP_REFUSAL}}),
     ],
-    ids=["openrouter-choice-after-role", "litellm-data-error", "flowise-event-error", "text"],
+    ids=[
+        "openrouter-choice-after-role",
+        "litellm-data-error",
+        "flowise-event-error",
+        "text",
+        "localai-reply-then-error",
+    ],
 )
 async def test_a_gateways_stream_error_before_output_is_retried(
     make_stack: MakeStack, frames: list[bytes]
 ) -> None:
     await _retried_stream(make_stack, frames)
+
+
+async def test_a_reply_stating_an_overflow_then_more_output_is_the_answer(
+    make_stack: MakeStack,
+) -> None:
+    # a model whose answer starts with an overflow's words: the next output decides, and
+    # the client gets the whole stream, sent once
+    frames = [
+        *sse_data(ROLE, text(LLAMA_CPP_REFUSAL), text(" is what llama.cpp says")),
+        b"data: [DONE]\n\n",
+    ]
+    fake = FakeProvider().then(Reply(events=frames, event_delay=0.001))
+    stack = await make_stack(fake)
+    resp = await stack.client.post(
+        "/v1/chat/completions", json=openai_chat(8, model="gpt-4o", stream=True)
+    )
+    body = await resp.read()
+    assert resp.status == 200 and len(fake.requests) == 1
+    assert body == b"".join(frames) and "x-trimgate-reason" not in resp.headers
 
 
 OWN = "sequence budget blown: (?P<real>\\d+)/(?P<max>\\d+)"

@@ -61,6 +61,7 @@ from trimgate.providers.overflow_read import (
     _suspect,
     _unfixable,
     _walk_document,
+    reply_states_overflow,
 )
 from trimgate.providers.overflow_wordings import (
     _DELTA_OUTPUT_KEYS,
@@ -158,7 +159,8 @@ def detect_overflow(
 def _body_facts(status: int, body: bytes, head: bytes) -> _Facts | None:
     """The error facts of a whole body; None when it states no error."""
     facts = _Facts()
-    if head[:1] in (b"{", b"["):
+    # (brpc, xllm's RPC server, starts a failed call's plain text with "[ip:port]")
+    if head[:1] == b"{" or (head[:1] == b"[" and not _BRPC_SERVER_RE.match(head)):
         try:
             doc = orjson.loads(body)
         except (orjson.JSONDecodeError, RecursionError):
@@ -172,6 +174,9 @@ def _body_facts(status: int, body: bytes, head: bytes) -> _Facts | None:
     else:
         return None
     return facts
+
+
+_BRPC_SERVER_RE: Final = re.compile(rb"\[\d{1,3}(?:\.\d{1,3}){3}:\d{1,5}\]")
 
 
 def _sse_head(head: bytes) -> bool:
@@ -307,9 +312,12 @@ def _doc_has_output(doc: Any) -> bool:
     """Whether a parsed event (not an error) carries model output or otherwise settles
     the stream as a normal one. Only empty openers are not output: a chat chunk whose
     deltas hold nothing but a role (or empty text), an Anthropic ``message_start`` or
-    empty ``content_block_start``, a Responses lifecycle or empty ``added`` event."""
+    empty ``content_block_start``, a Responses lifecycle or empty ``added`` event; and a
+    reply whose text is an overflow's listed wording (``reply_states_overflow``)."""
     if not isinstance(doc, dict):
         return True
+    if reply_states_overflow(doc):
+        return False
     kind = doc.get("type")
     if isinstance(kind, str):
         if kind in _LIFECYCLE_TYPES:

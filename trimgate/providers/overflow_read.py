@@ -453,9 +453,35 @@ def _first_choice(doc: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _reply_text(choice: dict[str, Any]) -> Any:
-    """The text of a choice's reply, whole (``message``) or a chunk's (``delta``)."""
+    """The text of a choice's reply, whole (``message``) or a chunk's (``delta``), or a
+    legacy completion's ``text``."""
     reply = choice.get("message") or choice.get("delta")
-    return reply.get("content") if isinstance(reply, dict) else None
+    return reply.get("content") if isinstance(reply, dict) else choice.get("text")
+
+
+def reply_states_overflow(doc: dict[str, Any]) -> bool:
+    """Whether a stream event's reply text (a chat or legacy completion chunk's, an
+    Anthropic text delta's) reads as an overflow, as an error's message would: LocalAI
+    writes llama.cpp's refusal as the reply's first text, then the error as an error chunk
+    or event. Such a text is not taken for output, and is no error either: the events
+    after it decide (held as any before the first output)."""
+    choice = _first_choice(doc)
+    if choice is not None:
+        text = _reply_text(choice)
+    elif doc.get("type") == "content_block_delta" and isinstance(doc.get("delta"), dict):
+        text = doc["delta"].get("text")
+    else:
+        return False
+    if not isinstance(text, str) or not text or len(text) > _MAX_REPLY_READ:
+        return False
+    if not _has_hint(text.lower().encode()):
+        return False
+    facts = _Facts()
+    facts.say(text)
+    return _decide(200, facts) is not None
+
+
+_MAX_REPLY_READ: Final = 1024  # characters of a reply chunk read for an overflow's wording
 
 
 def _spoofed_error(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
@@ -505,16 +531,19 @@ _API_ERROR_ID: Final = "chatcmpl-api-error"
 def _relayed_exception(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
     """RAG servers (RAGFlow, MaxKB) answer their model's refusal as a completion of their
     own whose reply is the openai SDK's exception, "Error code: 400 - {...}", after a
-    short prefix ("**ERROR**: INVALID_REQUEST - ", "Exception:"). A model's reply does not
-    start so: read as an error's message, with the status it names."""
+    short prefix ("**ERROR**: INVALID_REQUEST - ", "Exception:"); LocalAI's legacy
+    completions stream ends in a reply that is its backend's gRPC error ("Internal error:
+    rpc error: code = Internal desc = ..."). A model's reply does not start so: read as an
+    error's message, with the status it names."""
     choice = _first_choice(doc)
     text = None if choice is None else _reply_text(choice)
     if not isinstance(text, str):
         return False
     match = _SDK_EXCEPTION_RE.match(text)
-    if match is None:
+    if match is not None:
+        facts.statuses.append(int(match.group(1)))
+    elif _GRPC_ERROR_RE.match(text) is None:
         return False
-    facts.statuses.append(int(match.group(1)))
     _add_text(text, facts, depth)
     return True
 
@@ -574,6 +603,10 @@ _ENGINE_STATUS_RE: Final = re.compile(r"internal error happened, status code Res
 _SDK_EXCEPTION_RE: Final = re.compile(
     r"\s*[^\n{]{0,60}?\berror code: ([45]\d\d) - [{\[]", re.IGNORECASE | re.ASCII
 )
+
+
+# a Go gRPC status as a string, at the start of a reply, after at most a short prefix
+_GRPC_ERROR_RE: Final = re.compile(r"[^\n{]{0,60}?\brpc error: code = [A-Za-z]+ desc = ")
 
 
 # --------------------------------------------------------------------------- decision

@@ -344,10 +344,14 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
         r"prompt has (?P<real>{N}) tokens?, but the configured context size is (?P<max>{N}) tokens?"
     ),
     _p(r"prompt tokens \((?P<real>{N})\) exceeds context size \((?P<max>{N})\)"),
+    # mlx-serve's guard on the prompt's attention memory: "Prompt (P tokens) requires ~NMB
+    # GPU memory but only ~MMB available. Reduce prompt size or use a smaller model."
+    _p(r"\bprompt \((?P<real>{N}) tokens\) requires ~?{N} ?[mg]b gpu memory but only ~?{N} ?[mg]b"),
     # oMLX
     _p(r"prompt too long: (?P<real>{N}) tokens exceeds max context window of (?P<max>{N}) tokens"),
-    # kronk
-    _p(r"the context window is full"),
+    # kronk ("the context window is full"), kiro.rs ("Context window is full. Reduce
+    # conversation history, system prompt, or tools.")
+    _p(r"\bcontext window is full\b"),
     # SambaNova
     _p(
         r"maximum context length of [^.]{0,80}? is (?P<max>{N})\.? however,? answering your"
@@ -677,6 +681,9 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
     # available) and cannot be enqueued. Total cache allocated is L * 256 = T tokens". Pages
     # hold the prompt and its reservation, and are no tokens: no count is read
     _p(r"\bjob requires {N} pages \(only {N} available\) and cannot be enqueued\b"),
+    # node-llama-cpp's LlamaChat (servers on it relay it, as a 500 or a stream's error):
+    # the history left after its own context shift does not fit
+    _p(r"\bthe context size is too small to generate a response\b"),
     # llamafile's server (plain text, status 500): a prompt the slot cannot prefill
     _p(r"^\s*out_of_context\s*$"),
     # new-api relays (status 500, code maximum_context_length_failed)
