@@ -125,9 +125,15 @@ WINDOW_STOP_JSON: Final = f'"{WINDOW_STOP}"'.encode()
 
 def may_state_error(body: bytes) -> bool:
     """Whether a body sent with a success status may state an error (JSON keys and types
-    are lower-case): an "error" key or type, the window stop, or FastAPI's HTTPException
-    returned rather than raised (``{"status_code": 400, "detail": ...}``)."""
-    return b"error" in body or WINDOW_STOP_JSON in body or b'"status_code"' in body
+    are lower-case): an "error" key or type, the window stop, FastAPI's HTTPException
+    returned rather than raised (``{"status_code": 400, "detail": ...}``), or Google's JS
+    SDK's error as a reply."""
+    return (
+        b"error" in body
+        or WINDOW_STOP_JSON in body
+        or b'"status_code"' in body
+        or b"[GoogleGenerativeAI Error]" in body
+    )
 
 
 def detect_overflow(
@@ -313,7 +319,7 @@ def _doc_has_output(doc: Any) -> bool:
     the stream as a normal one. Only empty openers are not output: a chat chunk whose
     deltas hold nothing but a role (or empty text), an Anthropic ``message_start`` or
     empty ``content_block_start``, a Responses lifecycle or empty ``added`` event; and a
-    reply whose text is an overflow's listed wording (``reply_states_overflow``)."""
+    reply whose text reads as an overflow (``reply_states_overflow``)."""
     if not isinstance(doc, dict):
         return True
     if reply_states_overflow(doc):

@@ -531,15 +531,17 @@ _API_ERROR_ID: Final = "chatcmpl-api-error"
 def _relayed_exception(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
     """RAG servers (RAGFlow, MaxKB) answer their model's refusal as a completion of their
     own whose reply is the openai SDK's exception, "Error code: 400 - {...}", after a
-    short prefix ("**ERROR**: INVALID_REQUEST - ", "Exception:"); LocalAI's legacy
-    completions stream ends in a reply that is its backend's gRPC error ("Internal error:
-    rpc error: code = Internal desc = ..."). A model's reply does not start so: read as an
-    error's message, with the status it names."""
+    short prefix ("**ERROR**: INVALID_REQUEST - ", "Exception:"); so do relays with
+    Google's JS SDK's ("[GoogleGenerativeAI Error]: Error fetching from ... [400 Bad
+    Request] ...", zuisong's gemini-openai-proxy); LocalAI's legacy completions stream ends
+    in a reply that is its backend's gRPC error ("Internal error: rpc error: code =
+    Internal desc = ..."). A model's reply does not start so: read as an error's message,
+    with the status it names."""
     choice = _first_choice(doc)
     text = None if choice is None else _reply_text(choice)
     if not isinstance(text, str):
         return False
-    match = _SDK_EXCEPTION_RE.match(text)
+    match = _SDK_EXCEPTION_RE.match(text) or _GOOGLE_SDK_ERROR_RE.match(text)
     if match is not None:
         facts.statuses.append(int(match.group(1)))
     elif _GRPC_ERROR_RE.match(text) is None:
@@ -605,6 +607,10 @@ _SDK_EXCEPTION_RE: Final = re.compile(
 )
 
 
+# @google/generative-ai's GoogleGenerativeAIError, at the start of a reply, with the status
+_GOOGLE_SDK_ERROR_RE: Final = re.compile(
+    r"\[GoogleGenerativeAI Error\]: Error fetching from [^\[\n]{0,300}?\[([45]\d\d)\b"
+)
 # a Go gRPC status as a string, at the start of a reply, after at most a short prefix
 _GRPC_ERROR_RE: Final = re.compile(r"[^\n{]{0,60}?\brpc error: code = [A-Za-z]+ desc = ")
 
@@ -691,7 +697,7 @@ def _read_message(text: str) -> Overflow | None:
             real = total - comp if comp is not None else total
         if comp is not None and limit is not None:
             available = limit - comp
-            if available <= 0:
+            if available <= 0 or (available < 64 and groups.get("padded") is not None):
                 return _NOT_FIXABLE
             limit = available
         if real is not None or limit is not None:

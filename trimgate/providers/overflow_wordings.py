@@ -197,7 +197,8 @@ _PROMPT_PARTS_2: Final = frozenset(
 # so real = max + over), withres (prompt and output reservation, not itemised: over twice
 # max, no trim can help), whole (empty: real is the prompt alone, against a window that
 # must hold the request's output limit too, which the provider checks next: a retry takes
-# that limit out of max). Order: specific first.
+# that limit out of max), padded (empty: prompts are padded to 64-token blocks, so a room
+# under 64 beside the output fits none). Order: specific first.
 _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
     # vLLM >= 0.8: "... maximum context length is L tokens. However, you requested C output
     # tokens and your prompt contains at least P input tokens ..."
@@ -223,6 +224,18 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
     _p(
         r"accepts at most (?P<max>{N}) combined input and output tokens\.? however,? your"
         r" request has (?P<real>{N}) input tokens and asks for (?P<comp>{N}) output tokens"
+    ),
+    # furiosa-llm (2026): "maximum context length is L tokens, but the request totals T
+    # tokens (P input + C completion)", "... but the input is P tokens[, leaving no room to
+    # generate | , leaving room for R generated tokens where min_tokens=M are required]"
+    _p(
+        r"maximum context length is (?P<max>{N}) tokens, but the request totals (?P<total>{N})"
+        r" tokens \((?P<real>{N}) input \+ (?P<comp>{N}) completion\)"
+    ),
+    _p(
+        r"maximum context length is (?P<max>{N}) tokens, but the input is (?P<real>{N}) tokens"
+        r"(?:, leaving room for {N} generated tokens where min_tokens=(?P<comp>{N}) are"
+        r" required)?(?P<whole>)"
     ),
     # SambaNova: "The maximum context length of M is L. However, answering your request
     # will take T tokens." (T counts the completion it asked for)
@@ -347,6 +360,9 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
     # mlx-serve's guard on the prompt's attention memory: "Prompt (P tokens) requires ~NMB
     # GPU memory but only ~MMB available. Reduce prompt size or use a smaller model."
     _p(r"\bprompt \((?P<real>{N}) tokens\) requires ~?{N} ?[mg]b gpu memory but only ~?{N} ?[mg]b"),
+    # gemini-proxy-key-rotation-rust's own cap (RFC 7807 "detail"): "Request body too large:
+    # P tokens (max: L)", tokens where the words are a byte limit's
+    _p(r"\brequest body too large: (?P<real>{N}) tokens \(max: (?P<max>{N})\)"),
     # oMLX
     _p(r"prompt too long: (?P<real>{N}) tokens exceeds max context window of (?P<max>{N}) tokens"),
     # kronk ("the context window is full"), kiro.rs ("Context window is full. Reduce
@@ -558,7 +574,7 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
     # padded length is what must fit beside the output
     _p(
         r"gets padded to (?P<real>{N}) tokens, maximum number of output tokens is (?P<comp>{N})"
-        r" tokens, but max model context length is (?P<max>{N})"
+        r" tokens, but max model context length is (?P<max>{N})(?P<padded>)"
     ),
     # NovelAI: "ModelMaxLength: model 'M' has L tokens maximum, P tokens context requested"
     _p(r"has (?P<max>{N}) tokens maximum, (?P<real>{N}) tokens context requested"),
@@ -896,6 +912,8 @@ _GEN_SHAPE_EXCLUDE: Final = (
     # a cap on the number of messages, not on their size
     r"|\b(?:message count|number of messages)\b[^.;]{0,40}?\b(?:exceed|more than|greater than"
     r"|over|above|limit)"
+    # ... or of prompts ("prompt list length 2000 exceeds the maximum allowed count of 1024")
+    r"|\bprompt list\b|\ballowed count\b"
     # (an embeddings endpoint or model; not a setting's name: MindIE's "maxPositionEmbeddings")
     r"|(?<![a-z_])embedding|\bbatch(?:es)?\b"
     # time limits ("context deadline exceeded" of Go servers) and per-period quotas
