@@ -250,15 +250,25 @@ async def test_a_gateways_stream_error_before_output_is_retried(
     await _retried_stream(make_stack, frames)
 
 
-async def test_a_reply_stating_an_overflow_then_more_output_is_the_answer(
-    make_stack: MakeStack,
+@pytest.mark.parametrize(
+    "after",
+    [
+        [*sse_data(text(" is what llama.cpp says")), b"data: [DONE]\n\n"],
+        [b"data: [DONE]\n\n"],
+        [],  # the stream ends there
+        # an error that is no overflow: relayed as it came
+        sse_data({"error": {"message": "upstream connection reset"}}),
+        # one such reply is held a stream: a second is output
+        [*sse_data(*[text(LLAMA_CPP_REFUSAL)] * 40), *sse_data(ERROR_EVENT)],
+    ],
+    ids=["more-output", "done", "end", "other-error", "many-worded"],
+)
+async def test_a_reply_stating_an_overflow_then_no_error_is_the_answer(
+    make_stack: MakeStack, after: list[bytes]
 ) -> None:
-    # a model whose answer starts with an overflow's words: the next output decides, and
-    # the client gets the whole stream, sent once
-    frames = [
-        *sse_data(ROLE, text(LLAMA_CPP_REFUSAL), text(" is what llama.cpp says")),
-        b"data: [DONE]\n\n",
-    ]
+    # a model whose answer starts with an overflow's words: what comes next decides, and
+    # with no error the client gets the whole stream, sent once
+    frames = [*sse_data(ROLE, text(LLAMA_CPP_REFUSAL)), *after]
     fake = FakeProvider().then(Reply(events=frames, event_delay=0.001))
     stack = await make_stack(fake)
     resp = await stack.client.post(
@@ -267,6 +277,39 @@ async def test_a_reply_stating_an_overflow_then_more_output_is_the_answer(
     body = await resp.read()
     assert resp.status == 200 and len(fake.requests) == 1
     assert body == b"".join(frames) and "x-trimgate-reason" not in resp.headers
+
+
+async def test_an_anthropic_reply_stating_an_overflow_then_the_error_is_retried(
+    make_stack: MakeStack,
+) -> None:
+    # LocalAI's Anthropic route: message_start, an empty text block, llama.cpp's refusal
+    # as the first text delta, then the error event
+    delta = {"type": "text_delta", "text": LLAMA_CPP_REFUSAL}
+    failing = [
+        *sse_data({"type": "message_start", "message": {"content": []}}, event="message_start"),
+        *sse_data(
+            {
+                "type": "content_block_start",
+                "index": 0,
+                "content_block": {"type": "text", "text": ""},
+            },
+            event="content_block_start",
+        ),
+        *sse_data(
+            {"type": "content_block_delta", "index": 0, "delta": delta}, event="content_block_delta"
+        ),
+        *sse_data(
+            {"type": "error", "error": {"type": "api_error", "message": LLAMA_CPP_REFUSAL}},
+            event="error",
+        ),
+    ]
+    done = sse_data({"type": "message_start", "message": {"content": []}}, event="message_start")
+    fake = FakeProvider().then(Reply(events=failing), Reply(events=done))
+    stack = await make_stack(fake)
+    resp = await stack.client.post("/v1/messages", json=anthropic_messages(8, stream=True))
+    text_ = await resp.text()
+    assert resp.status == 200 and LLAMA_CPP_REFUSAL not in text_
+    assert len(fake.requests) == 2 and resp.headers["x-trimgate-reason"] == "reactive"
 
 
 OWN = "sequence budget blown: (?P<real>\\d+)/(?P<max>\\d+)"
@@ -397,14 +440,14 @@ async def test_a_raw_error_ended_by_a_blank_line_is_retried(make_stack: MakeStac
 async def test_a_bug_in_reading_an_answer_lets_it_through(
     make_stack: MakeStack, monkeypatch: pytest.MonkeyPatch, kind: str
 ) -> None:
-    def broken(*args: Any) -> Any:
+    def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("a bug in a reader")
 
     if kind == "error":
         monkeypatch.setattr(relay, "detect_unfixable", broken)
         first = json_reply({"error": {"message": "something else"}}, status=400)
     else:
-        monkeypatch.setattr(relay, "stream_event_has_output", broken)
+        monkeypatch.setattr(relay, "stream_event_output", broken)
         first = ok_stream()
     fake = FakeProvider().then(first)
     stack = await make_stack(fake)
@@ -435,11 +478,15 @@ async def test_other_text_written_raw_into_a_stream_is_relayed(
     assert len(fake.requests) == 1 and "x-trimgate-reason" not in resp.headers
 
 
-SPOOFED = {
-    e["id"]: e
-    for e in CORPUS
-    if e["server"].startswith(("oai-reverse-proxy", "alcf FIRST")) and e["status"] == 200
-}
+# servers that answer an error as a 200 completion whose reply is its text
+SPOOFERS = (
+    "oai-reverse-proxy",
+    "alcf FIRST",
+    "zuisong/gemini-openai-proxy",
+    "gemini-openai-proxy (zuisong",
+    "GPT4All desktop",
+)
+SPOOFED = {e["id"]: e for e in CORPUS if e["server"].startswith(SPOOFERS) and e["status"] == 200}
 
 
 @pytest.mark.parametrize("ident", sorted(SPOOFED), ids=sorted(SPOOFED))
@@ -447,8 +494,9 @@ async def test_an_error_sent_as_a_200_completion_is_read_as_its_status_says(
     make_stack: MakeStack, ident: str
 ) -> None:
     # oai-reverse-proxy sends its own errors as a completion whose reply text is the
-    # error, Argonne's FIRST as a chunk of its own id: an overflow is retried, anything
-    # else (a quota) goes back as it came
+    # error, Argonne's FIRST as a chunk of its own id, zuisong's proxy Google's SDK error
+    # as the reply, GPT4All its backend's refusal: an overflow is retried, anything else
+    # (a quota, a safety block) goes back as it came
     entry = SPOOFED[ident]
     raw = entry["body"].encode()
     first = Reply(events=[raw]) if entry["stream"] else Reply(body=raw)

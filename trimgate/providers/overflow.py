@@ -76,6 +76,9 @@ __all__ = [
     "MAX_BYTES",
     "MAX_PATTERNS",
     "MAX_PATTERN_LENGTH",
+    "NO_OUTPUT",
+    "OUTPUT",
+    "WORDED",
     "Overflow",
     "Patterns",
     "Suspect",
@@ -89,6 +92,7 @@ __all__ = [
     "detect_unfixable",
     "may_state_error",
     "stream_event_has_output",
+    "stream_event_output",
     "stream_head_decided",
 ]
 
@@ -126,14 +130,18 @@ WINDOW_STOP_JSON: Final = f'"{WINDOW_STOP}"'.encode()
 def may_state_error(body: bytes) -> bool:
     """Whether a body sent with a success status may state an error (JSON keys and types
     are lower-case): an "error" key or type, the window stop, FastAPI's HTTPException
-    returned rather than raised (``{"status_code": 400, "detail": ...}``), or Google's JS
-    SDK's error as a reply."""
+    returned rather than raised (``{"status_code": 400, "detail": ...}``), or a reply that
+    is a known error (``_REPLY_ERROR_MARKS``)."""
     return (
         b"error" in body
         or WINDOW_STOP_JSON in body
         or b'"status_code"' in body
-        or b"[GoogleGenerativeAI Error]" in body
+        or any(mark in body for mark in _REPLY_ERROR_MARKS)
     )
+
+
+# Errors written as a success's reply, in capitals: Google's JS SDK's, gpt4all's refusal
+_REPLY_ERROR_MARKS: Final = (b"[GoogleGenerativeAI Error]", b"ERROR: The prompt size exceeds")
 
 
 def detect_overflow(
@@ -314,16 +322,31 @@ def _choice_has_output(choice: Any) -> bool:
     return True
 
 
+# What one event of a held stream is (``stream_event_output``)
+OUTPUT: Final = "output"  # model output, or anything else that settles it as a normal one
+NO_OUTPUT: Final = ""  # an opener, a lifecycle or error event, a comment: hold on
+# a reply in an overflow's words (LocalAI writes llama.cpp's refusal as the reply's first
+# text, then the error): held, once a stream, so that the next events decide
+WORDED: Final = "worded"
+
+
+def _doc_output(doc: Any, worded_held: bool) -> str:
+    """What a parsed event (not an error) is: ``OUTPUT``, ``NO_OUTPUT`` or, for the first
+    reply of a stream (``worded_held`` False) that reads as an overflow, ``WORDED``."""
+    if not _doc_has_output(doc):
+        return NO_OUTPUT
+    if not worded_held and isinstance(doc, dict) and reply_states_overflow(doc):
+        return WORDED
+    return OUTPUT
+
+
 def _doc_has_output(doc: Any) -> bool:
     """Whether a parsed event (not an error) carries model output or otherwise settles
     the stream as a normal one. Only empty openers are not output: a chat chunk whose
     deltas hold nothing but a role (or empty text), an Anthropic ``message_start`` or
-    empty ``content_block_start``, a Responses lifecycle or empty ``added`` event; and a
-    reply whose text reads as an overflow (``reply_states_overflow``)."""
+    empty ``content_block_start``, a Responses lifecycle or empty ``added`` event."""
     if not isinstance(doc, dict):
         return True
-    if reply_states_overflow(doc):
-        return False
     kind = doc.get("type")
     if isinstance(kind, str):
         if kind in _LIFECYCLE_TYPES:
@@ -349,32 +372,34 @@ def _doc_has_output(doc: Any) -> bool:
 
 
 def _event_verdict(
-    name: str, payload: bytes | None, patterns: Patterns
-) -> tuple[bool, Overflow | None]:
-    """(decides, overflow) for one event: an error event decides (overflow or not), an
-    output event decides (no overflow), an empty opener or lifecycle event does not."""
+    name: str, payload: bytes | None, patterns: Patterns, worded_held: bool | None = False
+) -> tuple[str, Overflow | None]:
+    """(``OUTPUT``, overflow) for one event that decides: an error event (overflow or
+    not) or an output event (no overflow); (``NO_OUTPUT``, None) for an empty opener or a
+    lifecycle event; (``WORDED``, None) for a first reply in an overflow's words. With
+    ``worded_held`` None, only an error's overflow is read (``NO_OUTPUT`` otherwise)."""
     if payload is None:
-        return name not in _LIFECYCLE_TYPES, None
+        return (OUTPUT if name not in _LIFECYCLE_TYPES else NO_OUTPUT), None
     payload = payload.strip()
     if not payload:
-        return False, None
+        return NO_OUTPUT, None
     if payload == b"[DONE]":
-        return True, None
+        return OUTPUT, None
     try:
         doc = orjson.loads(payload)
     except orjson.JSONDecodeError:
-        return True, _text_event(name, payload, patterns)
+        return OUTPUT, _text_event(name, payload, patterns)
     facts = _Facts()
     if _walk_document(doc, facts, 0, error_status=name == "error"):
         # An error event decides, whether or not it is an overflow.
         if not patterns and not _has_hint(payload.lower()):
-            return True, None
-        return True, _decide(200, facts, patterns)
+            return OUTPUT, None
+        return OUTPUT, _decide(200, facts, patterns)
     if name == "error":
-        return True, None
-    if name in _LIFECYCLE_TYPES:
-        return False, None
-    return _doc_has_output(doc), None
+        return OUTPUT, None
+    if name in _LIFECYCLE_TYPES or worded_held is None:
+        return NO_OUTPUT, None
+    return _doc_output(doc, worded_held), None
 
 
 def _text_event(name: str, payload: bytes, patterns: Patterns) -> Overflow | None:
@@ -405,10 +430,12 @@ def stream_head_decided(head: bytes) -> bool:
     if not sep:
         return False
     events = _events(complete + b"\n\n")
+    worded = False
     for name, data in events:
-        decides, _ = _event_verdict(name, data, ())
-        if decides:
+        verdict, _ = _event_verdict(name, data, (), worded)
+        if verdict == OUTPUT:
             return True
+        worded = worded or verdict == WORDED
     return len(events) >= _MAX_EVENTS
 
 
@@ -428,10 +455,12 @@ def detect_stream_overflow(
     head = data[:MAX_BYTES]
     if not head:
         return None
+    worded = False
     for name, payload in _events(head):
-        decides, found = _event_verdict(name, payload, patterns)
-        if decides:
+        verdict, found = _event_verdict(name, payload, patterns, worded)
+        if verdict == OUTPUT:
             return found
+        worded = worded or verdict == WORDED
     return None
 
 
@@ -452,13 +481,13 @@ def detect_stream_event_overflow(
     parsed = _parse_event(event.strip(b"\n"))
     if parsed is None:
         return None
-    return _event_verdict(parsed[0], parsed[1], patterns)[1]
+    return _event_verdict(parsed[0], parsed[1], patterns, None)[1]
 
 
 BARE_STREAM_LIMIT: Final = 4096
-# a line an SSE stream is made of: a field (data, event, id, retry) or a comment
-_SSE_LINE_RE: Final = re.compile(rb"(?m)^[ \t]*(?:(?:data|event|id|retry)[ \t]*)?:")
-_COMMENT_LINE_RE: Final = re.compile(rb"(?m)^[ \t]*:[^\n]*(?:\n|$)")
+# a field line of an SSE stream (data, event, id, retry), and a comment line
+_SSE_LINE_RE: Final = re.compile(rb"(?m)^[ \t]*(?:data|event|id|retry)[ \t]*:")
+_COMMENT_LINE_RE: Final = re.compile(rb"(?m)^[ \t]*:[^\r\n]*(?:\r\n|\r|\n|$)")
 _BOM: Final = "\ufeff".encode()
 # a key that makes a JSON line an error: "error", "error_msg", "errorMessage", "err"...
 _BARE_ERROR_KEY_RE: Final = re.compile(rb'"err(?:or)?[\w-]*"\s*:', re.IGNORECASE)
@@ -488,30 +517,39 @@ def detect_bare_stream_overflow(
 
 
 def stream_event_has_output(event: bytes) -> bool:
-    """Whether one SSE event block carries output (or otherwise settles the stream as a
-    normal one): after it, ``detect_stream_event_overflow`` is no longer asked.
-    Comments, lifecycle events, empty openers and error events are not output."""
+    """Whether one SSE event block, the first reply of its stream, carries output
+    (``stream_event_output``)."""
+    return stream_event_output(event) == OUTPUT
+
+
+def stream_event_output(event: bytes, *, worded_held: bool = False) -> str:
+    """What one SSE event block is to a relay holding its stream: ``OUTPUT`` (model
+    output, or anything else that settles the stream as a normal one: after it,
+    ``detect_stream_event_overflow`` is no longer asked), ``NO_OUTPUT`` (a comment, a
+    lifecycle event, an empty opener, an error event) or ``WORDED``: a reply whose text
+    reads as an overflow, when no such reply was held before (``worded_held``); a
+    second one is output."""
     if not event:
-        return False
+        return NO_OUTPUT
     if b"\r" in event:
         event = event.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
     parsed = _parse_event(event.strip(b"\n"))
     if parsed is None:
-        return False
+        return NO_OUTPUT
     name, payload = parsed
     if payload is None:
-        return name not in _LIFECYCLE_TYPES
+        return OUTPUT if name not in _LIFECYCLE_TYPES else NO_OUTPUT
     payload = payload.strip()
     if not payload:
-        return False
+        return NO_OUTPUT
     if payload == b"[DONE]":
-        return True
+        return OUTPUT
     try:
         doc = orjson.loads(payload)
     except orjson.JSONDecodeError:
-        return True
+        return OUTPUT
     if name == "error" or _walk_document(doc, _Facts(), 0, error_status=False):
-        return False
+        return NO_OUTPUT
     if name in _LIFECYCLE_TYPES:
-        return False
-    return _doc_has_output(doc)
+        return NO_OUTPUT
+    return _doc_output(doc, worded_held)

@@ -481,7 +481,7 @@ def reply_states_overflow(doc: dict[str, Any]) -> bool:
     return _decide(200, facts) is not None
 
 
-_MAX_REPLY_READ: Final = 1024  # characters of a reply chunk read for an overflow's wording
+_MAX_REPLY_READ: Final = 512  # characters of a reply chunk read for an overflow's wording
 
 
 def _spoofed_error(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
@@ -556,10 +556,13 @@ def _engine_status_reply(doc: dict[str, Any], facts: _Facts, depth: int) -> bool
     ``finish_reason`` "error" (a chat completion or chunk), on its Anthropic route with no
     output token, on its Responses route as the text of a failed response (beside a generic
     error): a model chooses neither the reason nor the engine's status name. Its reasoning
-    parser may have moved the words to the reasoning field (no closing think tag). Read as
-    an error's message."""
+    parser may have moved the words to the reasoning field (no closing think tag). gpt4all's
+    backend (GPT4All's own API server, LocalAI's gpt4all backend, 2023-2024) writes its
+    refusal as the whole reply whatever the finish reason, "ERROR: The prompt size exceeds
+    the context window size and cannot be processed." Read as an error's message."""
     said: list[Any] = []
     choice = _first_choice(doc)
+    status = _ENGINE_STATUS_RE
     if doc.get("object") == "response":
         if doc.get("status") != "failed":
             return False
@@ -567,10 +570,11 @@ def _engine_status_reply(doc: dict[str, Any], facts: _Facts, depth: int) -> bool
         said.extend(_block_texts(_first_item(_first_item(doc.get("output")), "content")))
     elif choice is not None:
         if choice.get("finish_reason") != "error":
-            return False
+            status = _BACKEND_REFUSAL_RE
         reply = choice.get("message") or choice.get("delta")
         if isinstance(reply, dict):
             said.extend(reply.get(key) for key in ("content", "reasoning_content", "reasoning"))
+        said.append(choice.get("text"))  # legacy completions
     else:
         usage, content = doc.get("usage"), doc.get("content")
         if not isinstance(usage, dict) or usage.get("output_tokens") != 0:
@@ -579,7 +583,7 @@ def _engine_status_reply(doc: dict[str, Any], facts: _Facts, depth: int) -> bool
             return False
         said.extend(_block_texts(content[0]))
     for text in said:
-        if isinstance(text, str) and _ENGINE_STATUS_RE.fullmatch(text) is not None:
+        if isinstance(text, str) and status.fullmatch(text) is not None:
             _add_text(text, facts, depth)
             return True
     return False
@@ -598,12 +602,15 @@ def _block_texts(block: Any) -> list[Any]:
 
 
 _ENGINE_STATUS_RE: Final = re.compile(r"internal error happened, status code ResponseType\.[A-Z_]+")
+_BACKEND_REFUSAL_RE: Final = re.compile(
+    r"ERROR: The prompt size exceeds the context window size and cannot be processed\."
+)
 
 
 # openai-python's APIStatusError as str(), at the start of a reply, after at most a short
-# one-line prefix
+# one-line prefix that quotes nothing (a reply quoting such an error explains it)
 _SDK_EXCEPTION_RE: Final = re.compile(
-    r"\s*[^\n{]{0,60}?\berror code: ([45]\d\d) - [{\[]", re.IGNORECASE | re.ASCII
+    r"\s*[^\n{`'\"]{0,60}?\berror code: ([45]\d\d) - [{\[]", re.IGNORECASE | re.ASCII
 )
 
 
@@ -611,8 +618,10 @@ _SDK_EXCEPTION_RE: Final = re.compile(
 _GOOGLE_SDK_ERROR_RE: Final = re.compile(
     r"\[GoogleGenerativeAI Error\]: Error fetching from [^\[\n]{0,300}?\[([45]\d\d)\b"
 )
-# a Go gRPC status as a string, at the start of a reply, after at most a short prefix
-_GRPC_ERROR_RE: Final = re.compile(r"[^\n{]{0,60}?\brpc error: code = [A-Za-z]+ desc = ")
+# a Go gRPC status as a string, the whole start of a reply ("Internal error: " before it)
+_GRPC_ERROR_RE: Final = re.compile(
+    r"\s*(?:[A-Z][a-z]+ error: )?rpc error: code = [A-Z][A-Za-z]+ desc = "
+)
 
 
 # --------------------------------------------------------------------------- decision
@@ -697,7 +706,7 @@ def _read_message(text: str) -> Overflow | None:
             real = total - comp if comp is not None else total
         if comp is not None and limit is not None:
             available = limit - comp
-            if available <= 0 or (available < 64 and groups.get("padded") is not None):
+            if available <= 0 or (available < _PAD_BLOCK and groups.get("padded") is not None):
                 return _NOT_FIXABLE
             limit = available
         if real is not None or limit is not None:
@@ -706,6 +715,9 @@ def _read_message(text: str) -> Overflow | None:
         if countless is None:  # keep looking for a pattern that also reads the counts
             countless = Overflow(None, None)
     return countless
+
+
+_PAD_BLOCK: Final = 64  # vllm-spyre pads a prompt to a multiple of this many tokens
 
 
 def _effective_status(http_status: int, facts: _Facts) -> int:

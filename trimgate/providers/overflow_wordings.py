@@ -237,6 +237,13 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
         r"(?:, leaving room for {N} generated tokens where min_tokens=(?P<comp>{N}) are"
         r" required)?(?P<whole>)"
     ),
+    # Perplexity (type requested_too_many_tokens, also relayed by OpenRouter): "Requested C
+    # to generate tokens, following a prompt of length P, which exceeds the max limit of L
+    # tokens."
+    _p(
+        r"requested (?P<comp>{N}) to generate tokens, following a prompt of length (?P<real>{N}),"
+        r" which exceeds the max limit of (?P<max>{N}) tokens"
+    ),
     # SambaNova: "The maximum context length of M is L. However, answering your request
     # will take T tokens." (T counts the completion it asked for)
     _p(
@@ -913,7 +920,7 @@ _GEN_SHAPE_EXCLUDE: Final = (
     r"|\b(?:message count|number of messages)\b[^.;]{0,40}?\b(?:exceed|more than|greater than"
     r"|over|above|limit)"
     # ... or of prompts ("prompt list length 2000 exceeds the maximum allowed count of 1024")
-    r"|\bprompt list\b|\ballowed count\b"
+    r"|\bprompt list\b"
     # (an embeddings endpoint or model; not a setting's name: MindIE's "maxPositionEmbeddings")
     r"|(?<![a-z_])embedding|\bbatch(?:es)?\b"
     # time limits ("context deadline exceeded" of Go servers) and per-period quotas

@@ -25,14 +25,16 @@ from aiohttp import web
 from trimgate.errors import UpstreamError
 from trimgate.providers.base import Codec
 from trimgate.providers.overflow import (
+    OUTPUT,
     WINDOW_STOP_JSON,
+    WORDED,
     Overflow,
     Patterns,
     Suspect,
     detect_suspect,
     detect_unfixable,
     may_state_error,
-    stream_event_has_output,
+    stream_event_output,
 )
 from trimgate.proxy import upstream as up
 from trimgate.proxy.examine import decompress
@@ -179,6 +181,7 @@ async def _hold_stream(
     codec: Codec, resp: up.Answer, patterns: Patterns, buf: bytearray
 ) -> tuple[bytes, Overflow | None, bool]:
     scanned = 0  # the start of the first event not yet judged
+    worded = False  # a reply in an overflow's words was held (held once a stream)
     while len(buf) <= STREAM_HOLD_LIMIT:
         chunk = await resp.readany()
         if not chunk:  # the stream ended before any output
@@ -204,8 +207,10 @@ async def _hold_stream(
                 return bytes(buf), found, False
             if _unfixable_event(block):
                 return bytes(buf), None, True
-            if stream_event_has_output(block):
+            said = stream_event_output(block, worded_held=worded)
+            if said == OUTPUT:
                 return bytes(buf), None, False
+            worded = worded or said == WORDED
     return bytes(buf), None, False
 
 
