@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import random
+import socket
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -358,3 +361,30 @@ def gemini_cached_ok(prompt: int, cached: int) -> dict[str, Any]:
         },
         "modelVersion": "gemini-2.5-flash",
     }
+
+
+def free_port() -> int:
+    """A free loopback port for a server a subprocess starts later. Taken below the
+    kernel's ephemeral range, where no port-0 bind (of this test process or the one beside
+    it, under pytest-xdist) lands in the meantime, and in this process's own residue class,
+    so two test processes never pick the same one; a port-0 bind where there is no room."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range", encoding="ascii") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 0
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    lane = int(worker[2:]) % 8 if worker[2:].isdigit() else 0
+    for _ in range(200 if low > 10_000 else 0):
+        port = random.randrange(low - 8_000, low, 8) + lane
+        if port >= low:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

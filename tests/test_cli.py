@@ -16,6 +16,7 @@ import orjson
 import pytest
 import yaml
 
+from tests.fakes import free_port
 from tests.proxy.bodies import anthropic_messages, gemini_contents, openai_chat, responses_input
 
 pytestmark = pytest.mark.shell  # (each command runs in a subprocess of its own)
@@ -159,12 +160,6 @@ def test_demo_runs_offline_and_shows_trims() -> None:
     assert "x-trimgate-reason: reactive\n     x-trimgate-retries: 1" in text
     assert 'trimgate_reactive_retries_total{model="demo-coder",upstream="openai"} 1.0' in text
     assert "error 4" not in text  # the agent never saw the overflow
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_ready(url: str, timeout: float = 30) -> None:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -24,7 +23,15 @@ from typing import Any
 import aiohttp
 import pytest
 
-from tests.fakes import FakeProvider, Recorded, Reply, json_reply, openai_cached_ok, openai_overflow
+from tests.fakes import (
+    FakeProvider,
+    Recorded,
+    Reply,
+    free_port,
+    json_reply,
+    openai_cached_ok,
+    openai_overflow,
+)
 from tests.proxy.bodies import openai_chat
 from tests.proxy.conftest import MakeStack, Stack
 
@@ -38,12 +45,6 @@ pytestmark = [
         reason="Debian's prometheus package is not installed (.ci/run installs it)",
     ),
 ]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_promtool_rule_unit_tests() -> None:

@@ -6,7 +6,6 @@ import contextlib
 import http.client
 import json
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -19,17 +18,12 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
+from tests.fakes import free_port
 from tests.proxy.bodies import openai_chat
 
 pytestmark = pytest.mark.shell
 
 REQUESTS = 30
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
