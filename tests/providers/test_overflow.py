@@ -2194,6 +2194,9 @@ _UNREAD: Final = frozenset(
         # furiosa-llm's prompt equal to the window ("leaving no room to generate"): both
         # counts are read, the retry takes the output limit out of the window
         "hb201-furiosa-llm-no-room-to-generate",
+        # Perplexity's "User input tokens exceeds 200000 tokens.": a lone count after an
+        # excess word, not after a limit's, is not read as the window
+        "hb213-perplexity-sonar-user-input-tokens-exceeds-200000",
     }
 )
 
@@ -2386,6 +2389,6 @@ def test_the_generic_readers_alone_read_no_look_alike(monkeypatch: pytest.Monkey
             read[entry["overflow"]].append(entry["id"])
     assert read[False] == []
     overflows = sum(1 for entry in [*CORPUS, *heldout] if entry["overflow"])
-    # 1,099 of 1,168 when this was written; 1,981 of 2,140 after batch 210, whose
+    # 1,099 of 1,168 when this was written; 2,015 of 2,177 after batch 216, whose
     # collectors went after servers' own wordings (release by release, server by server)
     assert len(read[True]) >= 0.92 * overflows

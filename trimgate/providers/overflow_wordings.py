@@ -367,6 +367,12 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
     # mlx-serve's guard on the prompt's attention memory: "Prompt (P tokens) requires ~NMB
     # GPU memory but only ~MMB available. Reduce prompt size or use a smaller model."
     _p(r"\bprompt \((?P<real>{N}) tokens\) requires ~?{N} ?[mg]b gpu memory but only ~?{N} ?[mg]b"),
+    # Huawei Cloud MaaS (ModelArts.81001): "Inference failed: [Prompt length exceeds: ]the
+    # prompt length P must less than the maximum input length L"
+    _p(
+        r"\bprompt length (?P<real>{N}) must (?:be )?less than the maximum input length"
+        r" (?P<max>{N})"
+    ),
     # gemini-proxy-key-rotation-rust's own cap (RFC 7807 "detail"): "Request body too large:
     # P tokens (max: L)", tokens where the words are a byte limit's
     _p(r"\brequest body too large: (?P<real>{N}) tokens \(max: (?P<max>{N})\)"),
