@@ -120,13 +120,18 @@ _MAX_ITEMS: Final = 16
 _decoder: Final = json.JSONDecoder()
 # Counts an error object states as fields of its own, beside a recognised wording that
 # states none: llama.cpp's n_prompt_tokens / n_ctx, a gateway's input_tokens /
-# available_tokens (linto's llm-gateway: the window less its output reservation)
+# available_tokens (linto's llm-gateway: the window less its output reservation), or
+# estimated_input_tokens / requested_output_tokens / context_window (llm_gateway's
+# "details": the window holds the output asked for)
 _COUNT_FIELDS: Final = (
     ("n_prompt_tokens", "prompt"),
     ("input_tokens", "prompt"),
     ("prompt_tokens", "prompt"),
+    ("estimated_input_tokens", "prompt"),
     ("n_ctx", "window"),
     ("available_tokens", "window"),
+    ("context_window", "window"),
+    ("requested_output_tokens", "output"),
 )
 _CAMEL_RE: Final = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 # A Python or Java exception's class name, two words or more ("PromptTooLongError"), or
@@ -432,6 +437,7 @@ def _walk_choices(choices: list[Any], facts: _Facts, depth: int) -> bool:
 
 _SPOOF_MARK: Final = "<!-- oai-proxy-error -->"
 _SPOOF_REASON_RE: Final = re.compile(r"Proxy error \(HTTP ([1-5]\d\d)\b")
+_SPOOF_HEADING_RE: Final = re.compile(r"\s*#+ \*\*Proxy error \(HTTP ([1-5]\d\d)\b")
 
 
 def _error_as_reply(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
@@ -485,25 +491,35 @@ _MAX_REPLY_READ: Final = 512  # characters of a reply chunk read for an overflow
 
 
 def _spoofed_error(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
-    """oai-reverse-proxy answers its own errors as a 200 completion, so that a chat UI
-    shows them: the reply's text is the error, its ``finish_reason`` (a chat completion or
-    chunk) or ``stop_reason`` (an Anthropic message) is "Proxy error (HTTP 400 Bad
-    Request)", and the text ends in ``<!-- oai-proxy-error -->``. Only both together make
-    a reply an error (a model writes neither reason), read with the status it names."""
+    """oai-reverse-proxy (and its forks) answers its own errors as a 200 completion, so
+    that a chat UI shows them: the reply's text is the error, its ``finish_reason`` (a
+    chat completion or chunk), ``stop_reason`` (an Anthropic message) or ``finishReason``
+    (a Gemini candidate) is "Proxy error (HTTP 400 Bad Request)", the text starts with
+    that title as a heading and ends in ``<!-- oai-proxy-error -->``. The mark with the
+    reason or the heading makes a reply an error (a model writes none of them; a stream's
+    text delta carries no reason), read with the status it names."""
     reason: Any = doc.get("stop_reason")
     text: Any = None
-    if isinstance(reason, str):
-        content = doc.get("content")
-        if isinstance(content, list) and content and isinstance(content[0], dict):
-            text = content[0].get("text")
+    content = doc.get("content")
+    candidate = _first_item(doc.get("candidates"))
+    if isinstance(reason, str) or isinstance(content, list):
+        text = _first_item(content, None)
+        text = text.get("text") if isinstance(text, dict) else None
+    elif doc.get("type") == "content_block_delta" and isinstance(doc.get("delta"), dict):
+        text = doc["delta"].get("text")
+    elif isinstance(candidate, dict):
+        reason = candidate.get("finishReason")
+        parts = _first_item(candidate.get("content"), "parts")
+        text = parts.get("text") if isinstance(parts, dict) else None
     else:
         choice = _first_choice(doc)
         if choice is None:
             return False
         reason, text = choice.get("finish_reason"), _reply_text(choice)
-    if not isinstance(reason, str) or not isinstance(text, str) or _SPOOF_MARK not in text:
+    if not isinstance(text, str) or _SPOOF_MARK not in text:
         return False
-    status = _SPOOF_REASON_RE.match(reason)
+    status = _SPOOF_REASON_RE.match(reason) if isinstance(reason, str) else None
+    status = status or _SPOOF_HEADING_RE.match(text)
     if status is None:
         return False
     facts.statuses.append(int(status.group(1)))
@@ -835,6 +851,17 @@ def _negative_limit(text: str) -> bool:
     return "-" in text and _NEGATIVE_LIMIT_RE.search(text) is not None
 
 
+def _from_count_fields(counts: dict[str, int]) -> Overflow | None:
+    """The overflow an error's count fields state; None when the output asked for alone
+    fills the window they state (``detect_unfixable`` says so)."""
+    window, output = counts.get("window"), counts.get("output")
+    if window is not None and output is not None:
+        if output >= window:
+            return None
+        window -= output
+    return Overflow(counts.get("prompt"), window)
+
+
 def _unfixable(text: str) -> bool:
     """A message stating an overflow whose output reservation alone fills the window, or
     an input limit below zero (the window less the reservation: MLC LLM's "larger than
@@ -915,7 +942,7 @@ def _decide(http_status: int, facts: _Facts, patterns: Patterns = ()) -> Overflo
         return None  # ... also where no reader took the limit's count
     if found.real is None and found.maximum is None:
         if facts.counts:
-            return Overflow(facts.counts.get("prompt"), facts.counts.get("window"))
+            return _from_count_fields(facts.counts)
         return _pair(facts.texts) or found
     if found.real is None:  # a wording that read the window alone
         paired = _pair(facts.texts)

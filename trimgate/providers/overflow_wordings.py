@@ -701,10 +701,11 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
     # message you submitted was too long,P tokens, please reload the conversation ..."
     _p(r"the message you submitted was too long,?\s*(?P<real>{N}) tokens"),
     # OpenVINO GenAI's NPU pipeline (OpenArc, OVMS; as a 500): "Stateful LLM pipeline on NPU
-    # may only process prompts or hold chat history up to L tokens. P is passed."
+    # may only process prompts or hold chat history up to L tokens. P is passed.", its VLM
+    # pipeline's "... may only process input embeddings up to L tokens. P is passed."
     _p(
-        r"may only process prompts or hold chat history up to (?P<max>{N}) tokens\.\s*"
-        r"(?P<real>{N}) is passed"
+        r"may only process (?:prompts or hold chat history|input embeddings) up to (?P<max>{N})"
+        r" tokens\.\s*(?P<real>{N}) is passed"
     ),
     # exllamav3's generator (an assertion its servers relay): "Job requires P pages (only L
     # available) and cannot be enqueued. Total cache allocated is L * 256 = T tokens". Pages
