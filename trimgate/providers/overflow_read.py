@@ -472,12 +472,7 @@ def reply_states_overflow(doc: dict[str, Any]) -> bool:
     or event. Such a text is not taken for output, and is no error either: the events
     after it decide (held as any before the first output)."""
     choice = _first_choice(doc)
-    if choice is not None:
-        text = _reply_text(choice)
-    elif doc.get("type") == "content_block_delta" and isinstance(doc.get("delta"), dict):
-        text = doc["delta"].get("text")
-    else:
-        return False
+    text = _reply_text(choice) if choice is not None else _text_delta(doc)
     if not isinstance(text, str) or not text or len(text) > _MAX_REPLY_READ:
         return False
     if not _has_hint(text.lower().encode()):
@@ -488,6 +483,12 @@ def reply_states_overflow(doc: dict[str, Any]) -> bool:
 
 
 _MAX_REPLY_READ: Final = 512  # characters of a reply chunk read for an overflow's wording
+
+
+def _text_delta(doc: dict[str, Any]) -> Any:
+    """The text of an Anthropic stream's ``content_block_delta``, or None."""
+    delta = doc.get("delta") if doc.get("type") == "content_block_delta" else None
+    return delta.get("text") if isinstance(delta, dict) else None
 
 
 def _spoofed_error(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
@@ -503,10 +504,10 @@ def _spoofed_error(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
     content = doc.get("content")
     candidate = _first_item(doc.get("candidates"))
     if isinstance(reason, str) or isinstance(content, list):
-        text = _first_item(content, None)
-        text = text.get("text") if isinstance(text, dict) else None
-    elif doc.get("type") == "content_block_delta" and isinstance(doc.get("delta"), dict):
-        text = doc["delta"].get("text")
+        block = _first_item(content)
+        text = block.get("text") if isinstance(block, dict) else None
+    elif doc.get("type") == "content_block_delta":
+        text = _text_delta(doc)
     elif isinstance(candidate, dict):
         reason = candidate.get("finishReason")
         parts = _first_item(candidate.get("content"), "parts")
@@ -853,7 +854,7 @@ def _negative_limit(text: str) -> bool:
 
 def _from_count_fields(counts: dict[str, int]) -> Overflow | None:
     """The overflow an error's count fields state; None when the output asked for alone
-    fills the window they state (``detect_unfixable`` says so)."""
+    fills the window they state: no trim makes such a request fit."""
     window, output = counts.get("window"), counts.get("output")
     if window is not None and output is not None:
         if output >= window:
