@@ -974,6 +974,83 @@ def test_a_reply_in_an_overflows_words_leaves_the_next_events_to_decide() -> Non
     assert detect_stream_overflow(chunk(text="rpc error: code = X"), wire_format="openai") is None
 
 
+def _sse(*docs: dict[str, Any]) -> bytes:
+    return b"".join(b"data: " + orjson.dumps(doc) + b"\n\n" for doc in docs)
+
+
+def test_a_reply_its_usage_says_cost_no_output_is_the_servers_error() -> None:
+    # LMDeploy's Anthropic stream writes its engine's status as the reply, then a
+    # message_delta that counts no output token: the reply was the server's, read as an
+    # error's message whatever its wording (here llama.cpp's, which LMDeploy never sends)
+    refusal = "request (9412 tokens) exceeds the available context size (8192 tokens)"
+    opened = _sse(
+        {"type": "message_start", "message": {"usage": {"input_tokens": 0, "output_tokens": 0}}},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "text_delta", "text": refusal},
+        },
+        {"type": "content_block_stop", "index": 0},
+    )
+
+    def closed(usage: dict[str, int]) -> bytes:
+        delta = {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": usage}
+        return opened + _sse(delta, {"type": "message_stop"})
+
+    def read(data: bytes) -> Overflow | None:
+        return detect_stream_overflow(data, wire_format="anthropic")
+
+    assert read(closed({"input_tokens": 34120, "output_tokens": 0})) == Overflow(9412, 8192)
+    assert read(closed({"output_tokens": 0})) == Overflow(9412, 8192)
+    # output counted, or nothing counted at all: the model's answer
+    assert read(closed({"output_tokens": 17})) is None
+    assert read(closed({"input_tokens": 0, "output_tokens": 0})) is None
+    assert read(opened + _sse({"type": "message_stop"})) is None
+    # the relay's verdicts, event by event
+    last = _sse({"type": "message_delta", "usage": {"output_tokens": 0}})
+    assert overflow.stream_event_output(last) == overflow.OUTPUT
+    assert overflow.stream_event_output(last, worded_held=True) == overflow.UNSPENT
+    ended = _sse({"type": "content_block_stop", "index": 0})
+    assert overflow.stream_event_output(ended, worded_held=True) == overflow.NO_OUTPUT
+
+    # a chat stream: the finish chunk waits for the usage chunk after it
+    said = {"choices": [{"index": 0, "delta": {"content": refusal}}]}
+    finish = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+
+    def usage(spent: int) -> dict[str, Any]:
+        return {"choices": [], "usage": {"prompt_tokens": 9412, "completion_tokens": spent}}
+
+    chat = _sse(said, finish, usage(0))
+    assert detect_stream_overflow(chat, wire_format="openai") == Overflow(9412, 8192)
+    assert detect_stream_overflow(_sse(said, finish, usage(30)), wire_format="openai") is None
+    more = {"choices": [{"index": 0, "delta": {"content": " and more"}}]}
+    assert detect_stream_overflow(_sse(said, more, usage(0)), wire_format="openai") is None
+
+    # a whole reply: its own usage says so
+    def reply(spent: int, prompt: int = 9412, text: str = refusal) -> bytes:
+        message = {"role": "assistant", "content": text}
+        choice = {"index": 0, "message": message, "finish_reason": "stop"}
+        counts = {"prompt_tokens": prompt, "completion_tokens": spent}
+        return orjson.dumps({"object": "chat.completion", "choices": [choice], "usage": counts})
+
+    assert detect_overflow(200, reply(0), wire_format="openai") == Overflow(9412, 8192)
+    assert detect_overflow(200, reply(25), wire_format="openai") is None
+    assert detect_overflow(200, reply(0, prompt=0), wire_format="openai") is None
+    assert detect_overflow(200, reply(0, text="Hello there."), wire_format="openai") is None
+    quota = "You exceeded your token quota for this month, the context is fine."
+    assert detect_overflow(200, reply(0, text=quota), wire_format="openai") is None
+    message = {
+        "type": "message",
+        "content": [{"type": "text", "text": refusal}],
+        "stop_reason": "end_turn",
+        "usage": {"input_tokens": 34120, "output_tokens": 0},
+    }
+    assert detect_overflow(200, orjson.dumps(message), wire_format="anthropic") == Overflow(
+        9412, 8192
+    )
+
+
 @pytest.mark.parametrize(
     "reply",
     [
@@ -2137,9 +2214,6 @@ _LEFT_MISSES: Final = {
     "hb206-bag-embeddings-titan-maxlength-chars": _NOT_TRIMMED + " (embeddings, in characters)",
     "hb203-llamacpp-embeddings-input-over-physical-batch": _NOT_TRIMMED
     + " (a physical batch: embeddings)",
-    # LMDeploy 0.13's Anthropic stream writes its engine status as the reply's first text
-    # delta, which ends the relay's look before the stop reason says no token was output
-    "hb162-lmdeploy-0130-anthropic-stream-input-length-error": "a stream's reply is the error",
     "hb162-mlx-vlm-0710-compact-exchange-cannot-fit": "one exchange over a compaction's budget",
     "hb164-tei-183-openai-embeddings-input-characters-413": _NOT_TRIMMED + " (TEI's embeddings)",
     "hb168-llama-box-v0123-embeddings-prefill-exceed-n-ubatch": _NOT_TRIMMED + " (embeddings)",

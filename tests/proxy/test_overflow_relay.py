@@ -312,6 +312,62 @@ async def test_an_anthropic_reply_stating_an_overflow_then_the_error_is_retried(
     assert len(fake.requests) == 2 and resp.headers["x-trimgate-reason"] == "reactive"
 
 
+@pytest.mark.parametrize("spent", [0, 12])
+async def test_an_anthropic_reply_that_cost_no_output_is_the_error(
+    make_stack: MakeStack, spent: int
+) -> None:
+    # LMDeploy's Anthropic stream: its engine's refusal as the text, then a message_delta
+    # that counts no output token; with output counted, the model's answer goes through
+    delta = {"type": "text_delta", "text": LLAMA_CPP_REFUSAL}
+    usage = {"input_tokens": 34120, "output_tokens": spent}
+    frames = [
+        *sse_data({"type": "message_start", "message": {"content": []}}, event="message_start"),
+        *sse_data(
+            {
+                "type": "content_block_start",
+                "index": 0,
+                "content_block": {"type": "text", "text": ""},
+            },
+            event="content_block_start",
+        ),
+        *sse_data(
+            {"type": "content_block_delta", "index": 0, "delta": delta}, event="content_block_delta"
+        ),
+        *sse_data({"type": "content_block_stop", "index": 0}, event="content_block_stop"),
+        *sse_data(
+            {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": usage},
+            event="message_delta",
+        ),
+        *sse_data({"type": "message_stop"}, event="message_stop"),
+    ]
+    done = sse_data({"type": "message_start", "message": {"content": []}}, event="message_start")
+    fake = FakeProvider().then(Reply(events=frames, event_delay=0.001), Reply(events=done))
+    stack = await make_stack(fake)
+    resp = await stack.client.post("/v1/messages", json=anthropic_messages(8, stream=True))
+    body = await resp.read()
+    assert resp.status == 200
+    if spent:
+        assert body == b"".join(frames) and len(fake.requests) == 1
+        assert resp.headers["x-trimgate-retries"] == "0"
+    else:
+        assert LLAMA_CPP_REFUSAL.encode() not in body and len(fake.requests) == 2
+        assert resp.headers["x-trimgate-reason"] == "reactive"
+        assert len(fake.requests[1].body) < len(fake.requests[0].body)
+
+
+async def test_a_chat_reply_that_cost_no_output_is_the_error(make_stack: MakeStack) -> None:
+    # (GPT4All-like: the server's refusal is the whole reply, no completion token counted)
+    refused = openai_ok(10)
+    refused["choices"][0]["message"]["content"] = LLAMA_CPP_REFUSAL
+    refused["usage"] = {"prompt_tokens": 9412, "completion_tokens": 0, "total_tokens": 9412}
+    fake = FakeProvider().then(json_reply(refused), json_reply(openai_ok(10)))
+    stack = await make_stack(fake)
+    resp = await stack.client.post("/v1/chat/completions", json=openai_chat(8, model="gpt-4o"))
+    assert resp.status == 200 and len(fake.requests) == 2
+    assert resp.headers["x-trimgate-reason"] == "reactive"
+    assert LLAMA_CPP_REFUSAL not in await resp.text()
+
+
 OWN = "sequence budget blown: (?P<real>\\d+)/(?P<max>\\d+)"
 OWN_ERROR = {"error": {"message": "sequence budget blown: 9000/4096", "type": "server_error"}}
 

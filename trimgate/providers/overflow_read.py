@@ -448,6 +448,7 @@ def _error_as_reply(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
         or _api_error_chunk(doc, facts, depth)
         or _relayed_exception(doc, facts, depth)
         or _engine_status_reply(doc, facts, depth)
+        or _unspent_reply(doc, facts, depth)
     )
 
 
@@ -465,21 +466,56 @@ def _reply_text(choice: dict[str, Any]) -> Any:
     return reply.get("content") if isinstance(reply, dict) else choice.get("text")
 
 
-def reply_states_overflow(doc: dict[str, Any]) -> bool:
-    """Whether a stream event's reply text (a chat or legacy completion chunk's, an
-    Anthropic text delta's) reads as an overflow, as an error's message would: LocalAI
-    writes llama.cpp's refusal as the reply's first text, then the error as an error chunk
-    or event. Such a text is not taken for output, and is no error either: the events
-    after it decide (held as any before the first output)."""
-    choice = _first_choice(doc)
-    text = _reply_text(choice) if choice is not None else _text_delta(doc)
+def reply_overflow(doc: dict[str, Any]) -> Overflow | None:
+    """The overflow a reply's text reads as, as an error's message would (None when it
+    does not): a chat or legacy completion's or chunk's, an Anthropic text delta's or a
+    message's single text block. LocalAI writes llama.cpp's refusal as a stream's first
+    text, then the error as an error chunk or event; such a text is not taken for output,
+    and is no error either: the events after it decide (held as any before the first
+    output). With a usage that counts no output token it is the error (``_unspent_reply``)."""
+    text = _reply_of(doc)
     if not isinstance(text, str) or not text or len(text) > _MAX_REPLY_READ:
-        return False
+        return None
     if not _has_hint(text.lower().encode()):
-        return False
+        return None
     facts = _Facts()
     facts.say(text)
-    return _decide(200, facts) is not None
+    return _decide(200, facts)
+
+
+def _reply_of(doc: dict[str, Any]) -> Any:
+    choice = _first_choice(doc)
+    if choice is not None:
+        return _reply_text(choice)
+    content = doc.get("content")
+    if isinstance(content, list) and len(content) == 1 and isinstance(content[0], dict):
+        return content[0].get("text") if content[0].get("type") == "text" else None
+    return _text_delta(doc)
+
+
+def counts_no_output(doc: dict[str, Any]) -> bool:
+    """Whether a reply's or event's ``usage`` counts no output token (``output_tokens`` or
+    ``completion_tokens`` 0) for a prompt it counted (its input count, when stated, above
+    0: a server that counts nothing says 0 to both)."""
+    usage = doc.get("usage")
+    if not isinstance(usage, dict):
+        return False
+    spent = usage.get("output_tokens", usage.get("completion_tokens"))
+    if spent != 0 or isinstance(spent, bool):
+        return False
+    prompt = usage.get("input_tokens", usage.get("prompt_tokens"))
+    return prompt is None or (type(prompt) is int and prompt > 0)
+
+
+def _unspent_reply(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
+    """A whole reply in an overflow's words that its own usage says cost no output token
+    (the words are not the model's: a server wrote its refusal as the reply): read as an
+    error's message, whatever the wording, as a held stream's reply followed by a closing
+    event that counts no output (LMDeploy's Anthropic stream)."""
+    if not counts_no_output(doc) or reply_overflow(doc) is None:
+        return False
+    _add_text(_reply_of(doc), facts, depth)
+    return True
 
 
 _MAX_REPLY_READ: Final = 512  # characters of a reply chunk read for an overflow's wording

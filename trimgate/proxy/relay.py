@@ -26,6 +26,7 @@ from trimgate.errors import UpstreamError
 from trimgate.providers.base import Codec
 from trimgate.providers.overflow import (
     OUTPUT,
+    UNSPENT,
     WINDOW_STOP_JSON,
     WORDED,
     Overflow,
@@ -210,6 +211,8 @@ async def _hold_stream(
             said = stream_event_output(block, worded_held=worded)
             if said == OUTPUT:
                 return bytes(buf), None, False
+            if said == UNSPENT:  # the reply held was the server's error
+                return bytes(buf), codec.detect_stream_overflow(bytes(buf), patterns), False
             worded = worded or said == WORDED
     return bytes(buf), None, False
 
