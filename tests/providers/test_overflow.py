@@ -178,6 +178,8 @@ def test_plain_text_error_body() -> None:
     # brpc's failed call (xllm) is plain text after the server's "[ip:port]", no JSON list
     said = b"[10.0.0.12:8010]Prompt is too long"
     assert detect_overflow(500, said, wire_format="anthropic") == Overflow(None, None)
+    said = b"[[fd00::12]:8010]Prompt is too long"  # an IPv6 server
+    assert detect_overflow(500, said, wire_format="anthropic") == Overflow(None, None)
     assert detect_overflow(500, b"[10.0.0.12:8010]Rate limit reached", wire_format="openai") is None
     assert detect_overflow(400, b'[{"error": "Prompt is too long"}', wire_format="openai") is None
 
@@ -2302,6 +2304,18 @@ def test_an_output_reservation_filling_the_window_is_unfixable_not_an_overflow()
     assert not overflow.detect_unfixable(429, body)  # a rate-limit status never is
     assert not overflow.detect_unfixable(200, b'{"choices": []}')
     assert not overflow.detect_unfixable(400, b"{" * 5000)  # malformed: never guessed
+
+    # llm_gateway's count fields: the output asked for fills the window, or leaves room
+    def gateway(window: int) -> bytes:
+        details = {"estimated_input_tokens": 12, "requested_output_tokens": 32768}
+        error = {"code": "context_length_exceeded", "message": "Request exceeds model"}
+        return orjson.dumps(
+            {"detail": {"error": {**error, "details": {**details, "context_window": window}}}}
+        )
+
+    assert detect_overflow(400, gateway(32768), wire_format="openai") is None
+    assert overflow.detect_unfixable(400, gateway(32768))
+    assert not overflow.detect_unfixable(400, gateway(40000))
 
 
 @pytest.mark.parametrize(

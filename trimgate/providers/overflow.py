@@ -62,6 +62,7 @@ from trimgate.providers.overflow_read import (
     _unfixable,
     _walk_document,
     counts_no_output,
+    fields_fill_window,
     reply_overflow,
 )
 from trimgate.providers.overflow_wordings import (
@@ -194,7 +195,10 @@ def _body_facts(status: int, body: bytes, head: bytes) -> _Facts | None:
     return facts
 
 
-_BRPC_SERVER_RE: Final = re.compile(rb"\[\d{1,3}(?:\.\d{1,3}){3}:\d{1,5}\]")
+# (an IPv4 address, or an IPv6 one in brackets of its own: "[[::1]:8010]")
+_BRPC_SERVER_RE: Final = re.compile(
+    rb"\[(?:\d{1,3}(?:\.\d{1,3}){3}|\[[0-9A-Fa-f:.]{2,45}\]):\d{1,5}\]"
+)
 
 
 def _sse_head(head: bytes) -> bool:
@@ -212,8 +216,9 @@ def _sse_head(head: bytes) -> bool:
 def detect_unfixable(status: int, body: bytes) -> bool:
     """Whether an error body (or an SSE stream head, or one SSE event) states a context
     overflow that no trim can fix: the output reservation it itemises alone fills the
-    window ("... 10000 in the completion" with a 4097 window), or the input limit it
-    states is below zero ("input length limit -80"). ``detect_overflow``
+    window ("... 10000 in the completion" with a 4097 window, or count fields beside an
+    overflow's words that say so), or the input limit it states is below zero ("input
+    length limit -80"). ``detect_overflow``
     says None for such an answer; this tells it from any other non-overflow, so the
     answer can say why nothing was resent. Rate-limit, quota and auth answers never are.
     """
@@ -237,7 +242,7 @@ def detect_unfixable(status: int, body: bytes) -> bool:
         return False
     if facts.codes & _NEVER_CODES or any(map(_never, facts.texts)):
         return False
-    return any(map(_unfixable, facts.texts))
+    return any(map(_unfixable, facts.texts)) or fields_fill_window(status, facts)
 
 
 def detect_suspect(status: int, body: bytes, *, plain: bool = False) -> Suspect | None:

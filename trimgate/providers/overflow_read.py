@@ -899,6 +899,19 @@ def _from_count_fields(counts: dict[str, int]) -> Overflow | None:
     return Overflow(counts.get("prompt"), window)
 
 
+def fields_fill_window(status: int, facts: _Facts) -> bool:
+    """Whether an error reads as an overflow but for its count fields, which state an
+    output asked for that alone fills the window (llm_gateway's details: no trim fits)."""
+    window, output = facts.counts.get("window"), facts.counts.get("output")
+    if window is None or output is None or output < window:
+        return False
+    counts, facts.counts = facts.counts, {}
+    try:
+        return _decide(status, facts) is not None
+    finally:
+        facts.counts = counts
+
+
 def _unfixable(text: str) -> bool:
     """A message stating an overflow whose output reservation alone fills the window, or
     an input limit below zero (the window less the reservation: MLC LLM's "larger than
