@@ -1072,6 +1072,23 @@ def test_an_answer_that_quotes_an_error_is_no_error(reply: str) -> None:
     assert detect_overflow(200, body, wire_format="openai") is None
 
 
+def test_a_js_sdk_error_as_the_reply_is_read() -> None:
+    # LibreChat's agents API: after the role chunk, the openai-node SDK's error as printed
+    # ("Error: " + its message, "400 " + the provider's), with finish_reason "stop"
+    said = "\n\nError: 400 This model's maximum context length is 128000 tokens. However, your"
+    said += " messages resulted in 131786 tokens. Please reduce the length of the messages."
+    role = {"choices": [{"index": 0, "delta": {"role": "assistant"}}]}
+
+    def chunk(text: str) -> dict[str, Any]:
+        return {"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": "stop"}]}
+
+    stream = _sse(role, chunk(said)) + b"data: [DONE]\n\n"
+    assert detect_stream_overflow(stream, wire_format="openai") == Overflow(131786, 128000)
+    # (a reply that mentions such an error further on is an answer)
+    quoted = chunk("Seeing " + said.strip())
+    assert detect_stream_overflow(_sse(role, quoted), wire_format="openai") is None
+
+
 def test_a_count_against_an_allowed_count_is_read() -> None:
     # (vLLM's "prompt list length N exceeds the maximum allowed count" counts prompts)
     said = "Input tokens 9000 exceed the allowed count of 8192"

@@ -586,7 +586,8 @@ def _relayed_exception(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
     own whose reply is the openai SDK's exception, "Error code: 400 - {...}", after a
     short prefix ("**ERROR**: INVALID_REQUEST - ", "Exception:"); so do relays with
     Google's JS SDK's ("[GoogleGenerativeAI Error]: Error fetching from ... [400 Bad
-    Request] ...", zuisong's gemini-openai-proxy); LocalAI's legacy completions stream ends
+    Request] ...", zuisong's gemini-openai-proxy), and LibreChat's agents API with the
+    openai-node SDK's ("Error: 400 This model's ..."); LocalAI's legacy completions stream ends
     in a reply that is its backend's gRPC error ("Internal error: rpc error: code =
     Internal desc = ..."). A model's reply does not start so: read as an error's message,
     with the status it names."""
@@ -594,7 +595,11 @@ def _relayed_exception(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
     text = None if choice is None else _reply_text(choice)
     if not isinstance(text, str):
         return False
-    match = _SDK_EXCEPTION_RE.match(text) or _GOOGLE_SDK_ERROR_RE.match(text)
+    match = (
+        _SDK_EXCEPTION_RE.match(text)
+        or _GOOGLE_SDK_ERROR_RE.match(text)
+        or _JS_SDK_ERROR_RE.match(text)
+    )
     if match is not None:
         facts.statuses.append(int(match.group(1)))
     elif _GRPC_ERROR_RE.match(text) is None:
@@ -671,6 +676,9 @@ _SDK_EXCEPTION_RE: Final = re.compile(
 _GOOGLE_SDK_ERROR_RE: Final = re.compile(
     r"\[GoogleGenerativeAI Error\]: Error fetching from [^\[\n]{0,300}?\[([45]\d\d)\b"
 )
+# the JavaScript SDKs' APIError as String(error) prints it (openai-node, Anthropic's),
+# the whole start of a reply: "Error: 400 <the provider's message>" (LibreChat's agents API)
+_JS_SDK_ERROR_RE: Final = re.compile(r"\s*Error: ([45]\d\d) (?=\S)")
 # a Go gRPC status as a string, the whole start of a reply ("Internal error: " before it)
 _GRPC_ERROR_RE: Final = re.compile(
     r"\s*(?:[A-Z][a-z]+ error: )?rpc error: code = [A-Z][A-Za-z]+ desc = "

@@ -182,9 +182,10 @@ def _p(pattern: str) -> re.Pattern[str]:
 
 # Itemised parts of a "you requested T tokens (...)" message.
 _PART_RE: Final = _p(
-    r"(?P<n>{N}) (?:in|of|for) (?:the |your )?"
-    r"(?P<what>messages|prompt|functions|tools?|(?:text|tool|image|audio|file) input|completion"
-    r"|output)\b"
+    r"(?P<n>{N})\s++(?:in|of|for)\s++(?:(?:the|your)\s++)?"
+    r"(?P<what>messages|prompt|functions|tools?|(?:text|tool|image|audio|file) input"
+    # ("400 in the completion_limit": a vLLM build's)
+    r"|(?:completion|output)(?:_limit)?)\b"
 )
 _PROMPT_PARTS: Final = frozenset({"messages", "prompt", "functions", "tool", "tools"})
 _PROMPT_PARTS_2: Final = frozenset(
@@ -260,7 +261,7 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
     ),
     # OpenAI / Azure / vLLM / DeepSeek / OpenRouter (itemised or not)
     _p(
-        r"maximum context length is (?P<max>{N}) tokens?[.,]? however,? you requested"
+        r"maximum context length is (?P<max>{N})(?: tokens?)?[.,]? however,? you requested"
         r" (?:about )?(?P<total>{N}) tokens(?: \((?P<parts>[^)]*)\))?"
     ),
     # OpenAI (newer)
@@ -438,10 +439,11 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
     # LMDeploy (0.10 to 0.15): its engine's status, as the reply of a completion of its own
     _p(r"status code responsetype\.input_length_error\b"),
     # mistral.rs >= 0.9.1: "Sequence 12 with P tokens exceeds the available KV cache capacity."
-    # ("... the total KV cache capacity of L tokens.")
+    # ("... the total KV cache capacity of L tokens."); Krasis: "Prompt too long: P tokens
+    # exceeds KV cache capacity of L tokens"
     _p(
-        r"sequence {N} with (?P<real>{N}) tokens exceeds the (?:available|total) kv cache"
-        r" capacity(?: of (?P<max>{N}) tokens)?"
+        r"(?:sequence {N} with|prompt too long:) (?P<real>{N}) tokens exceeds"
+        r" (?:the (?:available|total) )?kv cache capacity(?: of (?P<max>{N}) tokens)?"
     ),
     # GPUStack's llama-box (0.0.123 on): "Illegal param: prefill P tokens exceed n_ctx_per_seq"
     _p(r"\bprefill (?P<real>{N}) tokens exceed n_ctx_per_seq\b"),
