@@ -1089,6 +1089,31 @@ def test_a_js_sdk_error_as_the_reply_is_read() -> None:
     assert detect_stream_overflow(_sse(role, quoted), wire_format="openai") is None
 
 
+def test_an_excess_past_the_window_and_onnx_runtime_genai_are_read() -> None:
+    said = (
+        "Estimated input (~712345 tokens) is far past the context window of gpt-5.4 (272000"
+        " tokens). Start a new session or choose a model with a larger context window."
+    )
+    assert detect_overflow(413, _error_body(said), wire_format="openai") == Overflow(712345, 272000)
+    genai = b"500 Internal Server Error\ninput sequence_length (4391) is >= max_length (4096)"
+    assert detect_overflow(500, genai, wire_format="openai") == Overflow(4391, 4096)
+    # (the request's own max_length over the window is a setting, no prompt stated)
+    setting = b"max_length (8192) cannot be greater than model context_length (4096)"
+    assert detect_overflow(500, setting, wire_format="openai") is None
+
+
+def test_a_byte_limits_code_outweighs_a_length_in_plain_words() -> None:
+    # maclocal-api's 413 for a body over 100 MB: a byte limit, probed as a suspect
+    said = "Your conversation is too long. Please start a new conversation."
+    body = orjson.dumps({"error": {"message": said, "type": "payload_too_large"}})
+    assert detect_overflow(413, body, wire_format="openai") is None
+    assert detect_suspect(413, body) is not None
+    # ... but not where the message names tokens or the window
+    said = "The message length 140233 exceeds the maximum token limit 126720."
+    body = orjson.dumps({"error": {"message": said, "type": "request_too_large"}})
+    assert detect_overflow(413, body, wire_format="openai") is not None
+
+
 def test_a_count_against_an_allowed_count_is_read() -> None:
     # (vLLM's "prompt list length N exceeds the maximum allowed count" counts prompts)
     said = "Input tokens 9000 exceed the allowed count of 8192"

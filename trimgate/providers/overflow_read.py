@@ -1015,6 +1015,10 @@ def _unlisted(status: int, facts: _Facts) -> Overflow | None:
     (codes, counts, vocabulary, the window named), under the (effective) ``status``."""
     if _overflow_code(facts.codes | _exception_names(facts.texts), facts.texts):
         return Overflow(None, None)
+    if any(map(_BYTE_CODE_RE.search, facts.codes)) and not any(
+        map(_TOKEN_WORD_RE.search, facts.texts)
+    ):
+        return None  # a byte limit its message words as a length (a suspect, probed)
     kv_size = any(_KV_SIZE_RE.search(text) for text in facts.texts)
     if kv_size and status >= 500:
         return None  # llama.cpp's shared KV pool, which any request may have filled
@@ -1037,6 +1041,15 @@ def _unlisted(status: int, facts: _Facts) -> Overflow | None:
     ):
         return Overflow(None, None)
     return None
+
+
+# an error code that names the HTTP body's size ("payload_too_large", "request_too_large",
+# "request_entity_too_large") beside a message that names no token, context or window:
+# maclocal-api's 413 over 100 MB says "Your conversation is too long"
+_BYTE_CODE_RE: Final = re.compile(
+    r"(?:payload|body|request|entity)[ _-]?(?:is[ _-])?too[ _-]?large", re.IGNORECASE
+)
+_TOKEN_WORD_RE: Final = re.compile(r"\btokens?\b|context|window", re.IGNORECASE)
 
 
 def _exception_names(texts: list[str]) -> set[str]:

@@ -445,6 +445,10 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
         r"(?:sequence {N} with|prompt too long:) (?P<real>{N}) tokens exceeds"
         r" (?:the (?:available|total) )?kv cache capacity(?: of (?P<max>{N}) tokens)?"
     ),
+    # ONNX Runtime GenAI (Foundry Local's engine, and servers on it): "input sequence_length
+    # (P) is >= max_length (L)", max_length the whole sequence's (the model's context length
+    # unless the request set it)
+    _p(r"input sequence_length \((?P<real>{N})\) is >= max_length \((?P<max>{N})\)"),
     # GPUStack's llama-box (0.0.123 on): "Illegal param: prefill P tokens exceed n_ctx_per_seq"
     _p(r"\bprefill (?P<real>{N}) tokens exceed n_ctx_per_seq\b"),
     # ZhiLight: "Input tokens are too long: P"
@@ -759,6 +763,8 @@ _GEN_EXCESS_RE: Final = _p(
     r"|\bover (?:the |this |its )?(?:model'?s? )?(?:{N} )?(?:tokens? )?(?:limit|maximum|max)\b"
     # "is above the model's limit", "surpass the model context of 8192"
     r"|\babove (?:the |this |its )?(?:model'?s? )?(?:limit|maximum|max)\b|\bsurpass"
+    # "is far past the context window of M (L tokens)" (opencodex), "beyond the limit"
+    r"|\b(?:past|beyond) (?:the |this |its )?(?:model'?s? )?(?:context|limit|maximum|max)\b"
     r"|\btoo much (?:input|context|text)\b"
     # "context window limit reached", "Context limit hit (9100 of 8192 tokens used)"
     r"|\bcontext(?:[ _-]?(?:window|length|size))?[ _-]?limit (?:reached|hit)\b"
