@@ -982,8 +982,8 @@ def _sse(*docs: dict[str, Any]) -> bytes:
 
 def test_a_reply_its_usage_says_cost_no_output_is_the_servers_error() -> None:
     # LMDeploy's Anthropic stream writes its engine's status as the reply, then a
-    # message_delta that counts no output token: the reply was the server's, read as an
-    # error's message whatever its wording (here llama.cpp's, which LMDeploy never sends)
+    # message_delta that counts no output token for the prompt it counted: the reply was
+    # the server's, read as an error's message (here llama.cpp's words, read the same)
     refusal = "request (9412 tokens) exceeds the available context size (8192 tokens)"
     opened = _sse(
         {"type": "message_start", "message": {"usage": {"input_tokens": 0, "output_tokens": 0}}},
@@ -1004,53 +1004,39 @@ def test_a_reply_its_usage_says_cost_no_output_is_the_servers_error() -> None:
         return detect_stream_overflow(data, wire_format="anthropic")
 
     assert read(closed({"input_tokens": 34120, "output_tokens": 0})) == Overflow(9412, 8192)
-    assert read(closed({"output_tokens": 0})) == Overflow(9412, 8192)
-    # output counted, or nothing counted at all: the model's answer
-    assert read(closed({"output_tokens": 17})) is None
+    # output counted, no prompt counted (a translation that counts nothing), or no verdict
+    # event at all: the model's answer
+    assert read(closed({"input_tokens": 34120, "output_tokens": 17})) is None
+    assert read(closed({"output_tokens": 0})) is None
     assert read(closed({"input_tokens": 0, "output_tokens": 0})) is None
     assert read(opened + _sse({"type": "message_stop"})) is None
     # the relay's verdicts, event by event
-    last = _sse({"type": "message_delta", "usage": {"output_tokens": 0}})
+    last = _sse({"type": "message_delta", "usage": {"input_tokens": 90, "output_tokens": 0}})
     assert overflow.stream_event_output(last) == overflow.OUTPUT
     assert overflow.stream_event_output(last, worded_held=True) == overflow.UNSPENT
     ended = _sse({"type": "content_block_stop", "index": 0})
     assert overflow.stream_event_output(ended, worded_held=True) == overflow.NO_OUTPUT
 
-    # a chat stream: the finish chunk waits for the usage chunk after it
+    # a chat stream's usage settles nothing (no server is known to answer so), and a whole
+    # reply's usage never makes its text an error: placeholder counts are common
     said = {"choices": [{"index": 0, "delta": {"content": refusal}}]}
     finish = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
-
-    def usage(spent: int) -> dict[str, Any]:
-        return {"choices": [], "usage": {"prompt_tokens": 9412, "completion_tokens": spent}}
-
-    chat = _sse(said, finish, usage(0))
-    assert detect_stream_overflow(chat, wire_format="openai") == Overflow(9412, 8192)
-    assert detect_stream_overflow(_sse(said, finish, usage(30)), wire_format="openai") is None
-    more = {"choices": [{"index": 0, "delta": {"content": " and more"}}]}
-    assert detect_stream_overflow(_sse(said, more, usage(0)), wire_format="openai") is None
-
-    # a whole reply: its own usage says so
-    def reply(spent: int, prompt: int = 9412, text: str = refusal) -> bytes:
-        message = {"role": "assistant", "content": text}
-        choice = {"index": 0, "message": message, "finish_reason": "stop"}
-        counts = {"prompt_tokens": prompt, "completion_tokens": spent}
-        return orjson.dumps({"object": "chat.completion", "choices": [choice], "usage": counts})
-
-    assert detect_overflow(200, reply(0), wire_format="openai") == Overflow(9412, 8192)
-    assert detect_overflow(200, reply(25), wire_format="openai") is None
-    assert detect_overflow(200, reply(0, prompt=0), wire_format="openai") is None
-    assert detect_overflow(200, reply(0, text="Hello there."), wire_format="openai") is None
-    quota = "You exceeded your token quota for this month, the context is fine."
-    assert detect_overflow(200, reply(0, text=quota), wire_format="openai") is None
-    message = {
+    usage = {"choices": [], "usage": {"prompt_tokens": 9412, "completion_tokens": 0}}
+    assert detect_stream_overflow(_sse(said, finish, usage), wire_format="openai") is None
+    assert detect_stream_overflow(_sse({**said, **usage}), wire_format="openai") is None
+    message = {"role": "assistant", "content": refusal}
+    reply = {
+        "object": "chat.completion",
+        "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 9412, "completion_tokens": 0},
+    }
+    assert detect_overflow(200, orjson.dumps(reply), wire_format="openai") is None
+    anthropic = {
         "type": "message",
         "content": [{"type": "text", "text": refusal}],
-        "stop_reason": "end_turn",
         "usage": {"input_tokens": 34120, "output_tokens": 0},
     }
-    assert detect_overflow(200, orjson.dumps(message), wire_format="anthropic") == Overflow(
-        9412, 8192
-    )
+    assert detect_overflow(200, orjson.dumps(anthropic), wire_format="anthropic") is None
 
 
 @pytest.mark.parametrize(
@@ -1084,9 +1070,14 @@ def test_a_js_sdk_error_as_the_reply_is_read() -> None:
 
     stream = _sse(role, chunk(said)) + b"data: [DONE]\n\n"
     assert detect_stream_overflow(stream, wire_format="openai") == Overflow(131786, 128000)
-    # (a reply that mentions such an error further on is an answer)
-    quoted = chunk("Seeing " + said.strip())
-    assert detect_stream_overflow(_sse(role, quoted), wire_format="openai") is None
+    # a model's answer that starts so is an answer: streamed token by token (no finish
+    # reason in its chunk), or whole
+    answer = said.strip() + " That is what openai-node prints; trim the history."
+    streamed = {"choices": [{"index": 0, "delta": {"content": answer}}]}
+    assert detect_stream_overflow(_sse(role, streamed), wire_format="openai") is None
+    message = {"role": "assistant", "content": answer}
+    whole = {"choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}
+    assert detect_overflow(200, orjson.dumps(whole), wire_format="openai") is None
 
 
 def test_an_excess_past_the_window_and_onnx_runtime_genai_are_read() -> None:
@@ -1100,6 +1091,31 @@ def test_an_excess_past_the_window_and_onnx_runtime_genai_are_read() -> None:
     # (the request's own max_length over the window is a setting, no prompt stated)
     setting = b"max_length (8192) cannot be greater than model context_length (4096)"
     assert detect_overflow(500, setting, wire_format="openai") is None
+
+
+def test_a_platforms_status_envelope_sent_with_200_is_read() -> None:
+    said = "the token count: [131500] exceeds the model: [gpt-4o]'s maximum token count: [128000]"
+    casibase = {"status": "error", "msg": said, "data": None, "data2": None}
+    assert detect_overflow(200, orjson.dumps(casibase), wire_format="openai") == Overflow(
+        131500, 128000
+    )
+    window = "This model's maximum context length is 8192 tokens. However, your messages resulted"
+    window += " in 9000 tokens."
+    bisheng = {"status_code": 500, "status_message": window}
+    assert detect_overflow(200, orjson.dumps(bisheng), wire_format="openai") is not None
+    # a status that is no error, a rate limit in the same envelope, an answer beside it
+    assert (
+        detect_overflow(200, orjson.dumps({**casibase, "status": "ok"}), wire_format="openai")
+        is None
+    )
+    limited = {"status": "error", "msg": "Rate limit exceeded: 30000 tokens per minute"}
+    assert detect_overflow(200, orjson.dumps(limited), wire_format="openai") is None
+    answered = {**bisheng, "choices": [{"message": {"content": "hi"}}]}
+    assert detect_overflow(200, orjson.dumps(answered), wire_format="openai") is None
+    assert (
+        detect_overflow(200, orjson.dumps({**bisheng, "status_code": 200}), wire_format="openai")
+        is None
+    )
 
 
 def test_a_byte_limits_code_outweighs_a_length_in_plain_words() -> None:

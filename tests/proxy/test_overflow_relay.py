@@ -355,17 +355,24 @@ async def test_an_anthropic_reply_that_cost_no_output_is_the_error(
         assert len(fake.requests[1].body) < len(fake.requests[0].body)
 
 
-async def test_a_chat_reply_that_cost_no_output_is_the_error(make_stack: MakeStack) -> None:
-    # (GPT4All-like: the server's refusal is the whole reply, no completion token counted)
-    refused = openai_ok(10)
-    refused["choices"][0]["message"]["content"] = LLAMA_CPP_REFUSAL
-    refused["usage"] = {"prompt_tokens": 9412, "completion_tokens": 0, "total_tokens": 9412}
-    fake = FakeProvider().then(json_reply(refused), json_reply(openai_ok(10)))
+async def test_a_chat_stream_with_placeholder_usage_is_the_answer(make_stack: MakeStack) -> None:
+    # a server (or gateway) that puts usage with 0 output on every chunk: a model's answer
+    # in an overflow's words is relayed whole, sent once
+    usage = {"prompt_tokens": 40, "completion_tokens": 0}
+    frames = [
+        *sse_data({**ROLE, "usage": usage}, {**text(LLAMA_CPP_REFUSAL), "usage": usage}),
+        *sse_data(
+            {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}], "usage": usage}
+        ),
+        b"data: [DONE]\n\n",
+    ]
+    fake = FakeProvider().then(Reply(events=frames, event_delay=0.001))
     stack = await make_stack(fake)
-    resp = await stack.client.post("/v1/chat/completions", json=openai_chat(8, model="gpt-4o"))
-    assert resp.status == 200 and len(fake.requests) == 2
-    assert resp.headers["x-trimgate-reason"] == "reactive"
-    assert LLAMA_CPP_REFUSAL not in await resp.text()
+    resp = await stack.client.post(
+        "/v1/chat/completions", json=openai_chat(8, model="gpt-4o", stream=True)
+    )
+    assert await resp.read() == b"".join(frames) and len(fake.requests) == 1
+    assert resp.headers["x-trimgate-retries"] == "0"
 
 
 OWN = "sequence budget blown: (?P<real>\\d+)/(?P<max>\\d+)"

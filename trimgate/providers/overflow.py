@@ -61,7 +61,6 @@ from trimgate.providers.overflow_read import (
     _suspect,
     _unfixable,
     _walk_document,
-    counts_no_output,
     fields_fill_window,
     reply_overflow,
 )
@@ -133,20 +132,18 @@ WINDOW_STOP_JSON: Final = f'"{WINDOW_STOP}"'.encode()
 def may_state_error(body: bytes) -> bool:
     """Whether a body sent with a success status may state an error (JSON keys and types
     are lower-case): an "error" key or type, the window stop, FastAPI's HTTPException
-    returned rather than raised (``{"status_code": 400, "detail": ...}``), a reply that
-    is a known error (``_REPLY_ERROR_MARKS``) or one whose usage counts no output token."""
+    returned rather than raised (``{"status_code": 400, "detail": ...}``), or a reply that
+    is a known error (``_REPLY_ERROR_MARKS``)."""
     return (
         b"error" in body
         or WINDOW_STOP_JSON in body
         or b'"status_code"' in body
         or any(mark in body for mark in _REPLY_ERROR_MARKS)
-        or _NO_OUTPUT_RE.search(body) is not None
     )
 
 
 # Errors written as a success's reply, in capitals: Google's JS SDK's, gpt4all's refusal
 _REPLY_ERROR_MARKS: Final = (b"[GoogleGenerativeAI Error]", b"ERROR: The prompt size exceeds")
-_NO_OUTPUT_RE: Final = re.compile(rb'"(?:completion|output)_tokens"\s*:\s*0\b')
 
 
 def detect_overflow(
@@ -337,22 +334,24 @@ NO_OUTPUT: Final = ""  # an opener, a lifecycle or error event, a comment: hold 
 # a reply in an overflow's words (LocalAI writes llama.cpp's refusal as the reply's first
 # text, then the error): held, once a stream, so that the next events decide
 WORDED: Final = "worded"
-# after such a reply, a closing event whose usage counts no output token (LMDeploy's
-# Anthropic stream: its engine's status as the text, then a message_delta saying 0 output
+# after such a reply in an Anthropic stream, a message_delta whose usage counts no output
+# token for a prompt it counted (LMDeploy's: its engine's status as the text, then 0 output
 # tokens): the reply was the server's error, not the model's
 UNSPENT: Final = "unspent"
-# what may follow a held reply before its verdict: the block's end, the stop event
-_CLOSING_TYPES: Final = ("content_block_stop", "message_delta")
 
 
 def _doc_output(doc: Any, worded_held: bool) -> tuple[str, Overflow | None]:
     """What a parsed event (not an error) is: ``OUTPUT``, ``NO_OUTPUT``, or, for the first
     reply of a stream (``worded_held`` False) that reads as an overflow, ``WORDED`` with
-    the overflow its words state; after it (``worded_held``), a closing event (an
-    Anthropic block's end or ``message_delta``, a chat chunk with no output) is
-    ``UNSPENT`` when it counts no output token, ``NO_OUTPUT`` otherwise."""
-    if worded_held and isinstance(doc, dict) and _closing(doc):
-        return (UNSPENT if counts_no_output(doc) else NO_OUTPUT), None
+    the overflow its words state; after it (``worded_held``), the end of its Anthropic
+    block is ``NO_OUTPUT`` and a ``message_delta`` that counts no output token
+    ``UNSPENT``."""
+    if worded_held and isinstance(doc, dict):
+        kind = doc.get("type")
+        if kind == "content_block_stop":
+            return NO_OUTPUT, None
+        if kind == "message_delta" and _counts_no_output(doc.get("usage")):
+            return UNSPENT, None
     if not _doc_has_output(doc):
         return NO_OUTPUT, None
     if not worded_held and isinstance(doc, dict):
@@ -362,24 +361,13 @@ def _doc_output(doc: Any, worded_held: bool) -> tuple[str, Overflow | None]:
     return OUTPUT, None
 
 
-def _closing(doc: dict[str, Any]) -> bool:
-    if doc.get("type") in _CLOSING_TYPES:
-        return True
-    choices = doc.get("choices")
-    return isinstance(choices, list) and not any(
-        _choice_says(choice) for choice in choices[:_MAX_ITEMS]
-    )
-
-
-def _choice_says(choice: Any) -> bool:
-    """Whether a chat chunk's choice carries text or any other output (its finish reason
-    aside)."""
-    if not isinstance(choice, dict):
-        return True
-    delta, text = choice.get("delta"), choice.get("text")
-    if isinstance(delta, dict):
-        return any(delta.get(key) not in (None, "", [], {}) for key in _DELTA_OUTPUT_KEYS)
-    return not (text is None or text == "") or "message" in choice
+def _counts_no_output(usage: Any) -> bool:
+    """Whether a usage counts no output token for a prompt it counted (above 0: a server
+    that counts nothing says 0 to both, or states only the output)."""
+    if not isinstance(usage, dict):
+        return False
+    spent, prompt = usage.get("output_tokens"), usage.get("input_tokens")
+    return type(spent) is int and spent == 0 and type(prompt) is int and prompt > 0
 
 
 def _doc_has_output(doc: Any) -> bool:
@@ -419,7 +407,7 @@ def _event_verdict(
     """(``OUTPUT``, overflow) for one event that decides: an error event (overflow or
     not) or an output event (no overflow); (``NO_OUTPUT``, None) for an empty opener or a
     lifecycle event; (``WORDED``, overflow) for a first reply in an overflow's words, and
-    (``UNSPENT``, None) for a closing event after it that counts no output token. With
+    (``UNSPENT``, None) for a ``message_delta`` after it that counts no output token. With
     ``worded_held`` None, only an error's overflow is read (``NO_OUTPUT`` otherwise)."""
     if payload is None:
         return (OUTPUT if name not in _LIFECYCLE_TYPES else NO_OUTPUT), None
@@ -493,9 +481,9 @@ def detect_stream_overflow(
     other event decides: an error event (``event: error``, ``data: {"error": ...}``,
     ``type: error``, ``response.failed``, a choice with ``finish_reason: "error"``) is
     read like an error body, an event with output means no overflow. A first reply in
-    an overflow's words is held: an error after it decides, and so does a closing event
-    that counts no output token (the reply was the error). ``wire_format`` is accepted
-    for symmetry with ``detect_overflow``.
+    an overflow's words is held: an error after it decides, and so does an Anthropic
+    ``message_delta`` that counts no output token (the reply was the error).
+    ``wire_format`` is accepted for symmetry with ``detect_overflow``.
     """
     head = data[:MAX_BYTES]
     if not head:
@@ -576,9 +564,9 @@ def stream_event_output(event: bytes, *, worded_held: bool = False) -> str:
     ``detect_stream_event_overflow`` is no longer asked), ``NO_OUTPUT`` (a comment, a
     lifecycle event, an empty opener, an error event) or ``WORDED``: a reply whose text
     reads as an overflow, when no such reply was held before (``worded_held``); a
-    second one is output. After one, a closing event is ``UNSPENT`` when it counts no
-    output token (``detect_stream_overflow`` on what was held reads the reply's
-    overflow), ``NO_OUTPUT`` otherwise."""
+    second one is output. After one, an Anthropic block's end is ``NO_OUTPUT`` and a
+    ``message_delta`` that counts no output token ``UNSPENT`` (``detect_stream_overflow``
+    on what was held reads the reply's overflow)."""
     if not event:
         return NO_OUTPUT
     if b"\r" in event:

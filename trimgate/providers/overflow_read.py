@@ -372,7 +372,30 @@ def _flat_error(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
         if isinstance(doc.get("text"), str):
             _add_text(doc["text"], facts, depth)
         return True
-    return False
+    return _status_envelope(doc, facts, depth)
+
+
+def _status_envelope(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
+    """A platform's own envelope that a status field marks as an error, sent with 200:
+    ``{"status": "error", "msg": ...}`` (Casibase, Beego-style APIs) or ``{"status_code":
+    500, "status_message": ...}`` (Bisheng), with no answer beside it. Read with the
+    status it names."""
+    message = next(
+        (doc[key] for key in _ENVELOPE_MESSAGE_KEYS if isinstance(doc.get(key), str) and doc[key]),
+        None,
+    )
+    if message is None or _answered(doc):
+        return False
+    code = doc.get("status_code")
+    if type(code) is int and 400 <= code <= 599:
+        facts.statuses.append(code)
+    elif doc.get("status") not in ("error", "fail"):
+        return False
+    _add_text(message, facts, depth)
+    return True
+
+
+_ENVELOPE_MESSAGE_KEYS: Final = ("msg", "status_message", "message")
 
 
 def _answered(doc: dict[str, Any]) -> bool:
@@ -448,7 +471,6 @@ def _error_as_reply(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
         or _api_error_chunk(doc, facts, depth)
         or _relayed_exception(doc, facts, depth)
         or _engine_status_reply(doc, facts, depth)
-        or _unspent_reply(doc, facts, depth)
     )
 
 
@@ -467,13 +489,15 @@ def _reply_text(choice: dict[str, Any]) -> Any:
 
 
 def reply_overflow(doc: dict[str, Any]) -> Overflow | None:
-    """The overflow a reply's text reads as, as an error's message would (None when it
-    does not): a chat or legacy completion's or chunk's, an Anthropic text delta's or a
-    message's single text block. LocalAI writes llama.cpp's refusal as a stream's first
-    text, then the error as an error chunk or event; such a text is not taken for output,
-    and is no error either: the events after it decide (held as any before the first
-    output). With a usage that counts no output token it is the error (``_unspent_reply``)."""
-    text = _reply_of(doc)
+    """The overflow a stream event's reply text (a chat or legacy completion chunk's, an
+    Anthropic text delta's) reads as, as an error's message would; None when it does not.
+    LocalAI writes llama.cpp's refusal as the reply's first text, then the error as an
+    error chunk or event; LMDeploy's Anthropic stream writes its engine's status as the
+    text, then a ``message_delta`` that counts no output token. Such a text is not taken
+    for output, and is no error either: the events after it decide (held as any before
+    the first output)."""
+    choice = _first_choice(doc)
+    text = _reply_text(choice) if choice is not None else _text_delta(doc)
     if not isinstance(text, str) or not text or len(text) > _MAX_REPLY_READ:
         return None
     if not _has_hint(text.lower().encode()):
@@ -481,41 +505,6 @@ def reply_overflow(doc: dict[str, Any]) -> Overflow | None:
     facts = _Facts()
     facts.say(text)
     return _decide(200, facts)
-
-
-def _reply_of(doc: dict[str, Any]) -> Any:
-    choice = _first_choice(doc)
-    if choice is not None:
-        return _reply_text(choice)
-    content = doc.get("content")
-    if isinstance(content, list) and len(content) == 1 and isinstance(content[0], dict):
-        return content[0].get("text") if content[0].get("type") == "text" else None
-    return _text_delta(doc)
-
-
-def counts_no_output(doc: dict[str, Any]) -> bool:
-    """Whether a reply's or event's ``usage`` counts no output token (``output_tokens`` or
-    ``completion_tokens`` 0) for a prompt it counted (its input count, when stated, above
-    0: a server that counts nothing says 0 to both)."""
-    usage = doc.get("usage")
-    if not isinstance(usage, dict):
-        return False
-    spent = usage.get("output_tokens", usage.get("completion_tokens"))
-    if spent != 0 or isinstance(spent, bool):
-        return False
-    prompt = usage.get("input_tokens", usage.get("prompt_tokens"))
-    return prompt is None or (type(prompt) is int and prompt > 0)
-
-
-def _unspent_reply(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
-    """A whole reply in an overflow's words that its own usage says cost no output token
-    (the words are not the model's: a server wrote its refusal as the reply): read as an
-    error's message, whatever the wording, as a held stream's reply followed by a closing
-    event that counts no output (LMDeploy's Anthropic stream)."""
-    if not counts_no_output(doc) or reply_overflow(doc) is None:
-        return False
-    _add_text(_reply_of(doc), facts, depth)
-    return True
 
 
 _MAX_REPLY_READ: Final = 512  # characters of a reply chunk read for an overflow's wording
@@ -587,7 +576,8 @@ def _relayed_exception(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
     short prefix ("**ERROR**: INVALID_REQUEST - ", "Exception:"); so do relays with
     Google's JS SDK's ("[GoogleGenerativeAI Error]: Error fetching from ... [400 Bad
     Request] ...", zuisong's gemini-openai-proxy), and LibreChat's agents API with the
-    openai-node SDK's ("Error: 400 This model's ..."); LocalAI's legacy completions stream ends
+    openai-node SDK's ("Error: 400 This model's ...", a stream's one chunk that carries
+    its finish reason); LocalAI's legacy completions stream ends
     in a reply that is its backend's gRPC error ("Internal error: rpc error: code =
     Internal desc = ..."). A model's reply does not start so: read as an error's message,
     with the status it names."""
@@ -598,7 +588,7 @@ def _relayed_exception(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
     match = (
         _SDK_EXCEPTION_RE.match(text)
         or _GOOGLE_SDK_ERROR_RE.match(text)
-        or _JS_SDK_ERROR_RE.match(text)
+        or (_JS_SDK_ERROR_RE.match(text) if _finished_chunk(choice) else None)
     )
     if match is not None:
         facts.statuses.append(int(match.group(1)))
@@ -606,6 +596,17 @@ def _relayed_exception(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
         return False
     _add_text(text, facts, depth)
     return True
+
+
+def _finished_chunk(choice: dict[str, Any] | None) -> bool:
+    """A stream chunk's choice that carries its finish reason beside its text: the whole
+    reply in one chunk, as a server writes its own (a model's streamed answer comes token
+    by token, its finish reason in a chunk of its own)."""
+    return (
+        choice is not None
+        and isinstance(choice.get("delta"), dict)
+        and choice.get("finish_reason") not in (None, "")
+    )
 
 
 def _engine_status_reply(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
@@ -677,7 +678,8 @@ _GOOGLE_SDK_ERROR_RE: Final = re.compile(
     r"\[GoogleGenerativeAI Error\]: Error fetching from [^\[\n]{0,300}?\[([45]\d\d)\b"
 )
 # the JavaScript SDKs' APIError as String(error) prints it (openai-node, Anthropic's),
-# the whole start of a reply: "Error: 400 <the provider's message>" (LibreChat's agents API)
+# the whole start of a stream's one finished chunk: "\n\nError: 400 <the provider's
+# message>" (LibreChat's agents API)
 _JS_SDK_ERROR_RE: Final = re.compile(r"\s*Error: ([45]\d\d) (?=\S)")
 # a Go gRPC status as a string, the whole start of a reply ("Internal error: " before it)
 _GRPC_ERROR_RE: Final = re.compile(
