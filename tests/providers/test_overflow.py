@@ -1116,6 +1116,24 @@ def test_a_platforms_status_envelope_sent_with_200_is_read() -> None:
         detect_overflow(200, orjson.dumps({**bisheng, "status_code": 200}), wire_format="openai")
         is None
     )
+    # BRConnector answers every error {"success": false, "data": <message>} with 200
+    brconnector = {"success": False, "data": "Input is too long for requested model."}
+    assert detect_overflow(200, orjson.dumps(brconnector), wire_format="openai") is not None
+    succeeded = {"success": True, "data": brconnector["data"]}
+    assert detect_overflow(200, orjson.dumps(succeeded), wire_format="openai") is None
+
+
+def test_an_upstream_body_a_relay_holds_under_data_is_read() -> None:
+    # juzibot's openai-proxy answers with axios's error: the upstream's body under "data"
+    said = "The input token count (1200000) exceeds the maximum number of tokens allowed (1048576)."
+    upstream = {"error": {"code": 400, "message": said, "status": "INVALID_ARGUMENT"}}
+    relayed = {"message": "Request failed with status code 400", "data": upstream, "status": 400}
+    assert detect_overflow(400, orjson.dumps(relayed), wire_format="openai") == Overflow(
+        1200000, 1048576
+    )
+    # a "data" that holds no error (a request echoed back) is not read
+    echoed = {"message": "Request failed with status code 400", "data": {"prompt": said}}
+    assert detect_overflow(400, orjson.dumps(echoed), wire_format="openai") is None
 
 
 def test_a_byte_limits_code_outweighs_a_length_in_plain_words() -> None:

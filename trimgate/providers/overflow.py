@@ -132,13 +132,15 @@ WINDOW_STOP_JSON: Final = f'"{WINDOW_STOP}"'.encode()
 def may_state_error(body: bytes) -> bool:
     """Whether a body sent with a success status may state an error (JSON keys and types
     are lower-case): an "error" key or type, the window stop, FastAPI's HTTPException
-    returned rather than raised (``{"status_code": 400, "detail": ...}``), or a reply that
-    is a known error (``_REPLY_ERROR_MARKS``)."""
+    returned rather than raised (``{"status_code": 400, "detail": ...}``), a platform's
+    ``{"success": false, ...}``, or a reply that is a known error (``_REPLY_ERROR_MARKS``)."""
     return (
         b"error" in body
         or WINDOW_STOP_JSON in body
         or b'"status_code"' in body
         or any(mark in body for mark in _REPLY_ERROR_MARKS)
+        or b'"success":false' in body
+        or b'"success": false' in body
     )
 
 

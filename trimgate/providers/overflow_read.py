@@ -211,9 +211,10 @@ def _walk_error(node: Any, facts: _Facts, depth: int) -> None:
         value = node.get(key)
         if isinstance(value, (dict, list)):
             _walk_error(value, facts, depth + 1)
-    value = node.get("value")  # the upstream answer a gateway's validation turned down
-    if isinstance(value, dict) and any(key in value for key in _VALUE_ERROR_KEYS):
-        _walk_error(value, facts, depth + 1)
+    for key in ("value", "data"):  # an upstream answer a gateway holds (below)
+        value = node.get(key)
+        if isinstance(value, dict) and any(inner in value for inner in _VALUE_ERROR_KEYS):
+            _walk_error(value, facts, depth + 1)
     response = node.get("response")  # Responses API: response.failed carries response.error
     if isinstance(response, dict) and isinstance(response.get("error"), dict):
         _walk_error(response["error"], facts, depth + 1)
@@ -222,7 +223,9 @@ def _walk_error(node: Any, facts: _Facts, depth: int) -> None:
 # Vercel AI Gateway's stream error {"name": "AI_TypeValidationError", "value": {"error_type":
 # ..., "error_message": "{\"error\": ...}"}} holds its upstream's error as the value it
 # turned down; a validation error's "value" is otherwise the request's own (express-validator),
-# read only when it holds an error of its own
+# read only when it holds an error of its own. So is "data", where a relay that answers with
+# axios's error puts the upstream's body ({"message": "Request failed with status code 400",
+# "data": {"error": ...}, "status": 400, "headers": ...}, juzibot's openai-proxy)
 _VALUE_ERROR_KEYS: Final = ("error", "error_message", "error_type")
 
 
@@ -377,8 +380,9 @@ def _flat_error(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
 
 def _status_envelope(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
     """A platform's own envelope that a status field marks as an error, sent with 200:
-    ``{"status": "error", "msg": ...}`` (Casibase, Beego-style APIs) or ``{"status_code":
-    500, "status_message": ...}`` (Bisheng), with no answer beside it. Read with the
+    ``{"status": "error", "msg": ...}`` (Casibase, Beego-style APIs), ``{"status_code":
+    500, "status_message": ...}`` (Bisheng) or ``{"success": false, "data": ...}``
+    (BRConnector: a message under ``data``), with no answer beside it. Read with the
     status it names."""
     message = next(
         (doc[key] for key in _ENVELOPE_MESSAGE_KEYS if isinstance(doc.get(key), str) and doc[key]),
@@ -389,13 +393,13 @@ def _status_envelope(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
     code = doc.get("status_code")
     if type(code) is int and 400 <= code <= 599:
         facts.statuses.append(code)
-    elif doc.get("status") not in ("error", "fail"):
+    elif doc.get("status") not in ("error", "fail") and doc.get("success") is not False:
         return False
     _add_text(message, facts, depth)
     return True
 
 
-_ENVELOPE_MESSAGE_KEYS: Final = ("msg", "status_message", "message")
+_ENVELOPE_MESSAGE_KEYS: Final = ("msg", "status_message", "message", "data")
 
 
 def _answered(doc: dict[str, Any]) -> bool:
