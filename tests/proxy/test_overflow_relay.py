@@ -279,13 +279,10 @@ async def test_a_reply_stating_an_overflow_then_no_error_is_the_answer(
     assert body == b"".join(frames) and "x-trimgate-reason" not in resp.headers
 
 
-async def test_an_anthropic_reply_stating_an_overflow_then_the_error_is_retried(
-    make_stack: MakeStack,
-) -> None:
-    # LocalAI's Anthropic route: message_start, an empty text block, llama.cpp's refusal
-    # as the first text delta, then the error event
+def _worded_anthropic_opening() -> list[bytes]:
+    """message_start, an empty text block, llama.cpp's refusal as the first text delta."""
     delta = {"type": "text_delta", "text": LLAMA_CPP_REFUSAL}
-    failing = [
+    return [
         *sse_data({"type": "message_start", "message": {"content": []}}, event="message_start"),
         *sse_data(
             {
@@ -298,6 +295,16 @@ async def test_an_anthropic_reply_stating_an_overflow_then_the_error_is_retried(
         *sse_data(
             {"type": "content_block_delta", "index": 0, "delta": delta}, event="content_block_delta"
         ),
+    ]
+
+
+async def test_an_anthropic_reply_stating_an_overflow_then_the_error_is_retried(
+    make_stack: MakeStack,
+) -> None:
+    # LocalAI's Anthropic route: message_start, an empty text block, llama.cpp's refusal
+    # as the first text delta, then the error event
+    failing = [
+        *_worded_anthropic_opening(),
         *sse_data(
             {"type": "error", "error": {"type": "api_error", "message": LLAMA_CPP_REFUSAL}},
             event="error",
@@ -318,21 +325,9 @@ async def test_an_anthropic_reply_that_cost_no_output_is_the_error(
 ) -> None:
     # LMDeploy's Anthropic stream: its engine's refusal as the text, then a message_delta
     # that counts no output token; with output counted, the model's answer goes through
-    delta = {"type": "text_delta", "text": LLAMA_CPP_REFUSAL}
     usage = {"input_tokens": 34120, "output_tokens": spent}
     frames = [
-        *sse_data({"type": "message_start", "message": {"content": []}}, event="message_start"),
-        *sse_data(
-            {
-                "type": "content_block_start",
-                "index": 0,
-                "content_block": {"type": "text", "text": ""},
-            },
-            event="content_block_start",
-        ),
-        *sse_data(
-            {"type": "content_block_delta", "index": 0, "delta": delta}, event="content_block_delta"
-        ),
+        *_worded_anthropic_opening(),
         *sse_data({"type": "content_block_stop", "index": 0}, event="content_block_stop"),
         *sse_data(
             {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": usage},
