@@ -447,8 +447,7 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
     ),
     # ONNX Runtime GenAI (Foundry Local's engine, and servers on it): "input sequence_length
     # (P) is >= max_length (L)", max_length the whole sequence's (the model's context length
-    # unless the request set it)
-    # (a window the output must fit in too: the request's own output limit is taken out)
+    # unless the request set it), so the request's own output limit is taken out of it
     _p(r"input sequence_length \((?P<real>{N})\) is >= max_length \((?P<max>{N})\)(?P<whole>)"),
     # GPUStack's llama-box (0.0.123 on): "Illegal param: prefill P tokens exceed n_ctx_per_seq"
     _p(r"\bprefill (?P<real>{N}) tokens exceed n_ctx_per_seq\b"),
