@@ -370,6 +370,26 @@ async def test_a_chat_stream_with_placeholder_usage_is_the_answer(make_stack: Ma
     assert resp.headers["x-trimgate-retries"] == "0"
 
 
+@pytest.mark.parametrize(
+    "envelope",
+    [
+        {"status": "error", "msg": MESSAGE, "data": None, "data2": None},  # Casibase
+        {"status_code": 500, "status_message": MESSAGE},  # Bisheng
+        {"success": False, "data": MESSAGE},  # BRConnector
+    ],
+    ids=["status-error", "status-code", "success-false"],
+)
+async def test_a_platforms_error_envelope_sent_with_200_is_retried(
+    make_stack: MakeStack, envelope: dict[str, Any]
+) -> None:
+    fake = FakeProvider().then(json_reply(envelope), json_reply(openai_ok(10)))
+    stack = await make_stack(fake)
+    resp = await stack.client.post("/v1/chat/completions", json=openai_chat(8, model="gpt-4o"))
+    assert resp.status == 200 and len(fake.requests) == 2
+    assert resp.headers["x-trimgate-reason"] == "reactive"
+    assert (await resp.json())["choices"][0]["message"]["content"] == "ok"
+
+
 OWN = "sequence budget blown: (?P<real>\\d+)/(?P<max>\\d+)"
 OWN_ERROR = {"error": {"message": "sequence budget blown: 9000/4096", "type": "server_error"}}
 
