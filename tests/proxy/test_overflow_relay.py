@@ -235,6 +235,22 @@ async def test_a_refusal_relayed_as_424_or_502_is_retried(
         [b"data: error: Prompt length (33210) exceeds server max_seq_len (32768)\n\n"],
         # LocalAI: llama.cpp's refusal as the reply's first text, then the error chunk
         sse_data(ROLE, text(LLAMA_CPP_REFUSAL), {"error": {"message": LLAMA_CPP_REFUSAL}}),
+        # LibreChat's agents API: the openai-node SDK's error as the one finished chunk
+        [
+            *sse_data(
+                ROLE,
+                {
+                    "choices": [
+                        {
+                            "index": 0,
+                            "delta": {"content": "\n\nError: 400 " + MESSAGE},
+                            "finish_reason": "stop",
+                        }
+                    ]
+                },
+            ),
+            b"data: [DONE]\n\n",
+        ],
     ],
     ids=[
         "openrouter-choice-after-role",
@@ -242,6 +258,7 @@ async def test_a_refusal_relayed_as_424_or_502_is_retried(
         "flowise-event-error",
         "text",
         "localai-reply-then-error",
+        "librechat-sdk-error-chunk",
     ],
 )
 async def test_a_gateways_stream_error_before_output_is_retried(
