@@ -1121,6 +1121,21 @@ def test_a_platforms_status_envelope_sent_with_200_is_read() -> None:
     assert detect_overflow(200, orjson.dumps(brconnector), wire_format="openai") is not None
     succeeded = {"success": True, "data": brconnector["data"]}
     assert detect_overflow(200, orjson.dumps(succeeded), wire_format="openai") is None
+    # Java and Go platforms' result object {"code": 500, "msg": ..., "data": null}: read
+    # when its code is an HTTP error status, as an int or a string
+    result = {"code": 500, "msg": window, "data": None}
+    assert detect_overflow(200, orjson.dumps(result), wire_format="openai") is not None
+    assert (
+        detect_overflow(200, orjson.dumps({**result, "code": "400"}), wire_format="openai")
+        is not None
+    )
+    # a business code (success as 0 or 200, or an API's own numbering) says nothing, and
+    # neither does one beside an answer
+    for code in (0, 200, "200", 1, 10001, True):
+        said_ok = orjson.dumps({**result, "code": code})
+        assert detect_overflow(200, said_ok, wire_format="openai") is None, code
+    answered = {**result, "choices": [{"message": {"content": "hi"}}]}
+    assert detect_overflow(200, orjson.dumps(answered), wire_format="openai") is None
 
 
 def test_an_upstream_body_a_relay_holds_under_data_is_read() -> None:

@@ -393,8 +393,9 @@ async def test_a_chat_stream_with_placeholder_usage_is_the_answer(make_stack: Ma
         {"status": "error", "msg": MESSAGE, "data": None, "data2": None},  # Casibase
         {"status_code": 500, "status_message": MESSAGE},  # Bisheng
         {"success": False, "data": MESSAGE},  # BRConnector
+        {"code": 500, "msg": MESSAGE, "data": None},  # a Java platform's result object
     ],
-    ids=["status-error", "status-code", "success-false"],
+    ids=["status-error", "status-code", "success-false", "code"],
 )
 async def test_a_platforms_error_envelope_sent_with_200_is_retried(
     make_stack: MakeStack, envelope: dict[str, Any]

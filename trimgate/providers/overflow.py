@@ -133,7 +133,8 @@ def may_state_error(body: bytes) -> bool:
     """Whether a body sent with a success status may state an error (JSON keys and types
     are lower-case): an "error" key or type, the window stop, FastAPI's HTTPException
     returned rather than raised (``{"status_code": 400, "detail": ...}``), a platform's
-    ``{"success": false, ...}``, or a reply that is a known error (``_REPLY_ERROR_MARKS``)."""
+    ``{"success": false, ...}`` or ``{"code": 500, ...}``, or a reply that is a known
+    error (``_REPLY_ERROR_MARKS``)."""
     return (
         b"error" in body
         or WINDOW_STOP_JSON in body
@@ -141,7 +142,12 @@ def may_state_error(body: bytes) -> bool:
         or any(mark in body for mark in _REPLY_ERROR_MARKS)
         or b'"success":false' in body
         or b'"success": false' in body
+        or _CODE_STATUS_RE.search(body) is not None
     )
+
+
+# an envelope's "code" that is an HTTP error status: {"code": 500, "msg": ..., "data": null}
+_CODE_STATUS_RE: Final = re.compile(rb'"code"\s*:\s*"?[45]\d\d[",\s}]')
 
 
 # Errors written as a success's reply, in capitals: Google's JS SDK's, gpt4all's refusal

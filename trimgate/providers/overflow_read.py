@@ -381,7 +381,8 @@ def _flat_error(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
 def _status_envelope(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
     """A platform's own envelope that a status field marks as an error, sent with 200:
     ``{"status": "error", "msg": ...}`` (Casibase, Beego-style APIs), ``{"status_code":
-    500, "status_message": ...}`` (Bisheng) or ``{"success": false, "data": ...}``
+    500, "status_message": ...}`` (Bisheng), ``{"code": 500, "msg": ..., "data": null}``
+    (Java and Go platforms' result objects) or ``{"success": false, "data": ...}``
     (BRConnector: a message under ``data``), with no answer beside it. Read with the
     status it names."""
     message = next(
@@ -390,8 +391,8 @@ def _status_envelope(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
     )
     if message is None or _answered(doc):
         return False
-    code = doc.get("status_code")
-    if type(code) is int and 400 <= code <= 599:
+    code = _http_code(doc.get("status_code", doc.get("code")))
+    if code:
         facts.statuses.append(code)
     elif doc.get("status") not in ("error", "fail") and doc.get("success") is not False:
         return False
@@ -400,6 +401,15 @@ def _status_envelope(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
 
 
 _ENVELOPE_MESSAGE_KEYS: Final = ("msg", "status_message", "message", "data")
+
+
+def _http_code(code: Any) -> int:
+    """An envelope's code when it is an HTTP error status (an int or a string of digits,
+    400-599), else 0: APIs whose envelope's "code" means success as 0 or 200 send their
+    business codes there too, which say nothing here."""
+    if type(code) is str and len(code) == 3 and code.isascii() and code.isdigit():
+        code = int(code)
+    return code if type(code) is int and 400 <= code <= 599 else 0
 
 
 def _answered(doc: dict[str, Any]) -> bool:
