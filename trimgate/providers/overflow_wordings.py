@@ -36,6 +36,8 @@ _HINTS: Final = (
     b"longer than",
     b"cannot truncate",
     b"n_ctx",
+    b"seq_len",  # "P > max_seq_len(L)" (rtp-llm)
+    b"model_len",  # max_model_len
     b"text bytes",  # Bedrock's "too many total text bytes"
     # Chinese wordings: "超" (exceed, as in 超过/超出/超长/超限), "过长"/"太长" (too long),
     # raw UTF-8 or as the JSON escapes an ASCII-only encoder writes.
@@ -738,7 +740,8 @@ _GENERATING: Final = r"generat(?!ion failed|ing (?:a |the )?response)"
 _MAX_TOKENS_KEY: Final = r"max_(?:new_|completion_|output_)?tokens"
 # The window by a name no other limit has ("context length", "max_seq_len", "n_ctx").
 _WINDOW_NAMES: Final = (
-    r"\bcontext(?:[ _-]?(?:window|length|size|limit))\b|\bmax_?seq_?len\b|\bsequence length\b"
+    r"\bcontext(?:[ _-]?(?:window|length|size|limit))\b|\bmax_?seq_?len\b"
+    r"|\bseq(?:uence)? length\b"  # ("seq length exceeds max model length": gLLM)
     r"|\bn_ctx\b"
 )
 
@@ -781,7 +784,8 @@ _GEN_EXCESS_RE: Final = _p(
     r"|\b(?:not enough|insufficient) (?:context (?:window|space|room|length|size)"
     r"|(?:room|space) (?:in|for) (?:the )?(?:context|prompt))\b"
     # "12000 tokens > 8192", "P (N) >= n_ctx (L)"
-    r"|is full\b|overflow|\d ?(?:tokens? ?)?> ?(?:[a-z_]+ )?\d|\d\) ?>=? ?[a-z_]+ \(\d"
+    # ("input after multimodal process is P > max_seq_len(L)": rtp-llm)
+    r"|is full\b|overflow|\d ?(?:tokens? ?)?> ?(?:[a-z_]+ ?\(?)?\d|\d\) ?>=? ?[a-z_]+ \(\d"
     r"|\bonly (?:supports?|allows?|accepts?)\b|\bsupports? (?:up to|at most)\b"
 )
 # The advice an overflow gives ("Please reduce the length of the prompt"): its excess, read
@@ -878,6 +882,9 @@ _ITEM_OUTPUT_BEFORE_RE: Final = _p(
 )
 _ITEM_LIMIT_RE: Final = _p(
     r"(?:context[ _](?:length|window|size|limit)"
+    # "This model context is limited to L tokens, but this request needs P input tokens + C
+    # output tokens" (ferrum-infer-rs)
+    r"|context (?:is |was )?limited to"
     r"|max(?:imum)?(?: model)? (?:context |sequence |total )?(?:length|len)|max_seq_len"
     r"|max_model_len|max_num_tokens|max_kv_size|context window limit"
     r"|kv_capacity|number of tokens per request)"
