@@ -381,6 +381,8 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
     _p(r"\brequest body too large: (?P<real>{N}) tokens \(max: (?P<max>{N})\)"),
     # oMLX
     _p(r"prompt too long: (?P<real>{N}) tokens exceeds max context window of (?P<max>{N}) tokens"),
+    # ollama-compaction-proxy's own budget, set under the model's window
+    _p(r"\bprompt is too long for the configured (?P<max>{N}) input-token budget\b"),
     # kronk ("the context window is full"), kiro.rs ("Context window is full. Reduce
     # conversation history, system prompt, or tools.")
     _p(r"\bcontext window is full\b"),
@@ -865,8 +867,8 @@ _ITEM_PROMPT_AFTER_RE: Final = _p(
 _ITEM_PROMPT_BEFORE_RE: Final = _p(
     r"(?:input tokens length is|prompt length\s*+=?+\s*+\(?+|prompt tokens?:?|input length"
     r"|(?:input|prompt)_tokens\s*+[=(]"
-    r"|prompt (?:contains(?: at least)?|has|uses)|you passed|prompt token len|prompt\s*+\()\s*+"
-    + _ITEM_N
+    r"|prompt (?:contains(?: at least)?|has|uses)|you passed|prompt token len|prompt\s*+\("
+    r"|prompt is(?= \d[\d,]* tokens))\s*+" + _ITEM_N
 )
 _ITEM_OUTPUT_AFTER_RE: Final = _p(
     _ITEM_N + r"\s*(?:output tokens?|`?max_(?:new_|completion_)?tokens\b`?"
@@ -876,7 +878,7 @@ _ITEM_OUTPUT_AFTER_RE: Final = _p(
 _ITEM_OUTPUT_BEFORE_RE: Final = _p(
     # ("you have set the `max_tokens` to C", ms-swift)
     r"(?:output tokens length is|max_new_tokens\s*+=?+"
-    r"|max[_ ]tokens`?(?: value)?(?: to)?\s*+[:=(]?+\s*+\(?+"
+    r"|max[_ ]tokens`?(?: value)?(?: to| is)?\s*+[:=(]?+\s*+\(?+"
     r"|max_(?:completion_)?tokens'? is too large:|(?:completion|output)\s*+\(|output reserves)"
     r"\s*+" + _ITEM_N
 )
@@ -887,7 +889,9 @@ _ITEM_LIMIT_RE: Final = _p(
     r"|context (?:is |was )?limited to"
     r"|max(?:imum)?(?: model)? (?:context |sequence |total )?(?:length|len)|max_seq_len"
     r"|max_model_len|max_num_tokens|max_kv_size|context window limit"
-    r"|kv_capacity|number of tokens per request)"
+    r"|kv_capacity|number of tokens per request"
+    # ("... together they exceed this model's context of 8192")
+    r"|exceed (?:the |this |its )?(?:model'?s? )?context of)"
     r"(?: of (?=[\w.\-]*[a-z])[\w.\-]+)?\D{0,16}?"
     + _ITEM_N
     + r"|(?:<=|must be <=|should not exceed|cannot exceed|>|(?:must|should) be less than or"
