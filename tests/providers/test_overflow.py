@@ -1123,6 +1123,27 @@ def test_a_limited_context_a_seq_length_and_a_bracketed_limit_are_read() -> None
     assert detect_overflow(500, orjson.dumps(rtp), wire_format="openai") == Overflow(34816, 32768)
 
 
+def test_a_prompt_too_long_for_the_window_and_an_error_finish_are_read() -> None:
+    said = (
+        "Prompt too long (9000 tokens) for context window (8192). Model supports 8192. Need"
+        " ~9100 for prompt & buffer. Available for generation: -908 tokens."
+    )
+    assert detect_overflow(500, orjson.dumps({"error": said}), wire_format="openai") == Overflow(
+        9000, 8192
+    )
+    # LLM-Inference-Service streams it as the reply of a chunk that finished with "error"
+    role = {"choices": [{"index": 0, "delta": {"role": "assistant"}, "finish_reason": None}]}
+    chunk = {"choices": [{"index": 0, "delta": {"content": said}, "finish_reason": "error"}]}
+    stream = _sse(role, chunk) + b"data: [DONE]\n\n"
+    assert detect_stream_overflow(stream, wire_format="openai") == Overflow(9000, 8192)
+    # a reply that finished otherwise is the model's, whatever it says
+    answered = {"choices": [{"index": 0, "delta": {"content": said}, "finish_reason": "stop"}]}
+    assert detect_stream_overflow(_sse(role, answered), wire_format="openai") is None
+    # ... and an error finish whose text names no overflow is no overflow
+    failed = {"choices": [{"message": {"content": "<ctrl46>"}, "finish_reason": "error"}]}
+    assert detect_overflow(200, orjson.dumps(failed), wire_format="openai") is None
+
+
 def test_a_platforms_status_envelope_sent_with_200_is_read() -> None:
     said = "the token count: [131500] exceeds the model: [gpt-4o]'s maximum token count: [128000]"
     casibase = {"status": "error", "msg": said, "data": None, "data2": None}

@@ -11,6 +11,7 @@ from typing import Any, Final
 
 from trimgate.providers.overflow_wordings import (
     _CLAIM_COUNT_FIRST_RE,
+    _CLAIM_FOR_WINDOW_RE,
     _CLAIM_LIMIT_FIRST_RE,
     _CLAIM_ONLY_RE,
     _CLAIM_TOKENS_RE,
@@ -485,7 +486,24 @@ def _error_as_reply(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
         or _api_error_chunk(doc, facts, depth)
         or _relayed_exception(doc, facts, depth)
         or _engine_status_reply(doc, facts, depth)
+        or _error_finish_reply(doc, facts, depth)
     )
+
+
+def _error_finish_reply(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
+    """A stream's chunk that finishes with ``"error"`` and holds no error object: read
+    before any output, its text is the whole reply, the server's error (LLM-Inference-
+    Service streams its refusal so, as the one chunk after the role's). Read as an error's
+    message. Not a whole answer's: its text may be the model's, cut short by a failure."""
+    choice = _first_choice(doc)
+    if choice is None or choice.get("finish_reason") != "error":
+        return False
+    delta = choice.get("delta")
+    text = delta.get("content") if isinstance(delta, dict) else None
+    if not isinstance(text, str) or not text:
+        return False
+    _add_text(text, facts, depth)
+    return True
 
 
 def _first_choice(doc: dict[str, Any]) -> dict[str, Any] | None:
@@ -956,7 +974,12 @@ def _claimed(text: str) -> Overflow | None:
     The count is at most 64 times the limit, and the limit at least 100."""
     if _CLAIM_TOKENS_RE.search(text) is None:
         return None
-    for claim in (_CLAIM_LIMIT_FIRST_RE, _CLAIM_COUNT_FIRST_RE, _CLAIM_ONLY_RE):
+    for claim in (
+        _CLAIM_LIMIT_FIRST_RE,
+        _CLAIM_COUNT_FIRST_RE,
+        _CLAIM_FOR_WINDOW_RE,
+        _CLAIM_ONLY_RE,
+    ):
         match = claim.search(text)
         if match is None:
             continue

@@ -827,6 +827,12 @@ _CLAIM_COUNT_FIRST_RE: Final = _p(
 )
 # ... or a count and the smaller one left for it: "9100 tokens requested but only 8192
 # available"
+# ... and a prompt too long for the window, each count beside its name: "Prompt too long
+# (9000 tokens) for context window (8192)" (LLM-Inference-Service)
+_CLAIM_FOR_WINDOW_RE: Final = _p(
+    r"\btoo (?:long|large|big) \(?(?P<real>{N}) tokens?\)? for (?:the |this |its )?"
+    r"(?:model'?s? )?context(?: window| length| size)? (?:of )?\(?(?P<max>{N})\b"
+)
 _CLAIM_ONLY_RE: Final = _p(
     r"(?P<real>{N})\s*tokens?\b\D{0,40}?\bbut only (?P<max>{N})(?: tokens?)?"
     r" (?:are |is )?(?:available|allowed|supported|left|remain)"
