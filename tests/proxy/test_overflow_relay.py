@@ -251,6 +251,34 @@ async def test_a_refusal_relayed_as_424_or_502_is_retried(
             ),
             b"data: [DONE]\n\n",
         ],
+        # LLM-Inference-Service: its refusal as the reply of a chunk finished with "error"
+        [
+            *sse_data(
+                ROLE,
+                {
+                    "choices": [
+                        {"index": 0, "delta": {"content": MESSAGE}, "finish_reason": "error"}
+                    ]
+                },
+            ),
+            b"data: [DONE]\n\n",
+        ],
+        # codex-pool: the upstream's failure as the whole reply, in brackets
+        [
+            *sse_data(
+                ROLE,
+                {
+                    "choices": [
+                        {
+                            "index": 0,
+                            "delta": {"content": f"[Error: {MESSAGE}]"},
+                            "finish_reason": "stop",
+                        }
+                    ]
+                },
+            ),
+            b"data: [DONE]\n\n",
+        ],
     ],
     ids=[
         "openrouter-choice-after-role",
@@ -259,6 +287,8 @@ async def test_a_refusal_relayed_as_424_or_502_is_retried(
         "text",
         "localai-reply-then-error",
         "librechat-sdk-error-chunk",
+        "error-finish-chunk",
+        "bracketed-error-chunk",
     ],
 )
 async def test_a_gateways_stream_error_before_output_is_retried(
@@ -365,6 +395,53 @@ async def test_an_anthropic_reply_that_cost_no_output_is_the_error(
         assert LLAMA_CPP_REFUSAL.encode() not in body and len(fake.requests) == 2
         assert resp.headers["x-trimgate-reason"] == "reactive"
         assert len(fake.requests[1].body) < len(fake.requests[0].body)
+
+
+@pytest.mark.parametrize("reason", ["error", "end_turn"])
+async def test_an_anthropic_reply_stopped_on_error_is_the_error(
+    make_stack: MakeStack, reason: str
+) -> None:
+    # tududes' claude-proxy: the upstream's refusal as the text, then a message_delta whose
+    # stop reason is "error" (Anthropic gives none such); with a stop reason of the model's
+    # own (and no count to say otherwise), the answer goes through
+    frames = [
+        *_worded_anthropic_opening(),
+        *sse_data({"type": "content_block_stop", "index": 0}, event="content_block_stop"),
+        *sse_data(
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": reason},
+                "usage": {"output_tokens": 0},
+            },
+            event="message_delta",
+        ),
+        *sse_data({"type": "message_stop"}, event="message_stop"),
+    ]
+    done = sse_data({"type": "message_start", "message": {"content": []}}, event="message_start")
+    fake = FakeProvider().then(Reply(events=frames, event_delay=0.001), Reply(events=done))
+    stack = await make_stack(fake)
+    resp = await stack.client.post("/v1/messages", json=anthropic_messages(8, stream=True))
+    body = await resp.read()
+    assert resp.status == 200
+    if reason == "error":
+        assert LLAMA_CPP_REFUSAL.encode() not in body and len(fake.requests) == 2
+        assert resp.headers["x-trimgate-reason"] == "reactive"
+    else:
+        assert body == b"".join(frames) and len(fake.requests) == 1
+
+
+async def test_a_model_answer_in_brackets_streamed_is_the_answer(make_stack: MakeStack) -> None:
+    # a model that answers "[Error: <an overflow's words>]" token by token: no chunk holds
+    # the bracketed whole, so the client gets the stream, sent once
+    answer = f"[Error: {MESSAGE}]"
+    pieces = [answer[i : i + 12] for i in range(0, len(answer), 12)]
+    frames = [*sse_data(ROLE, *[text(piece) for piece in pieces]), b"data: [DONE]\n\n"]
+    fake = FakeProvider().then(Reply(events=frames, event_delay=0.001))
+    stack = await make_stack(fake)
+    resp = await stack.client.post(
+        "/v1/chat/completions", json=openai_chat(8, model="gpt-4o", stream=True)
+    )
+    assert await resp.read() == b"".join(frames) and len(fake.requests) == 1
 
 
 async def test_a_chat_stream_with_placeholder_usage_is_the_answer(make_stack: MakeStack) -> None:

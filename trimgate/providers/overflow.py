@@ -150,8 +150,13 @@ def may_state_error(body: bytes) -> bool:
 _CODE_STATUS_RE: Final = re.compile(rb'"code"\s*:\s*"?[45]\d\d[",\s}]')
 
 
-# Errors written as a success's reply, in capitals: Google's JS SDK's, gpt4all's refusal
-_REPLY_ERROR_MARKS: Final = (b"[GoogleGenerativeAI Error]", b"ERROR: The prompt size exceeds")
+# Errors written as a success's reply, in capitals: Google's JS SDK's, gpt4all's refusal,
+# a gateway's bracketed one
+_REPLY_ERROR_MARKS: Final = (
+    b"[GoogleGenerativeAI Error]",
+    b"ERROR: The prompt size exceeds",
+    b'"[Error: ',  # a gateway's error as the whole reply (codex-pool)
+)
 
 
 def detect_overflow(
@@ -358,7 +363,9 @@ def _doc_output(doc: Any, worded_held: bool) -> tuple[str, Overflow | None]:
         kind = doc.get("type")
         if kind == "content_block_stop":
             return NO_OUTPUT, None
-        if kind == "message_delta" and _counts_no_output(doc.get("usage")):
+        if kind == "message_delta" and (
+            _counts_no_output(doc.get("usage")) or _stopped_on_error(doc.get("delta"))
+        ):
             return UNSPENT, None
     if not _doc_has_output(doc):
         return NO_OUTPUT, None
@@ -367,6 +374,13 @@ def _doc_output(doc: Any, worded_held: bool) -> tuple[str, Overflow | None]:
         if found is not None:
             return WORDED, found
     return OUTPUT, None
+
+
+def _stopped_on_error(delta: Any) -> bool:
+    """A ``message_delta`` whose stop reason is "error", which Anthropic never gives: a
+    proxy's mark that the reply was its error (tududes' claude-proxy writes the upstream's
+    refusal as the text, then stops so)."""
+    return isinstance(delta, dict) and delta.get("stop_reason") == "error"
 
 
 def _counts_no_output(usage: Any) -> bool:

@@ -487,7 +487,27 @@ def _error_as_reply(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
         or _relayed_exception(doc, facts, depth)
         or _engine_status_reply(doc, facts, depth)
         or _error_finish_reply(doc, facts, depth)
+        or _bracketed_error(doc, facts, depth)
     )
+
+
+def _bracketed_error(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
+    """A gateway's error written as the whole reply in brackets, "[Error: <the upstream's
+    message>]" (codex-pool turns a Codex ``response.failed`` so into a chat completion, a
+    chat chunk or an Anthropic text delta): whole in one event, as a server writes it (a
+    model streams its answer token by token). Read as an error's message."""
+    choice = _first_choice(doc)
+    text = _reply_text(choice) if choice is not None else _text_delta(doc)
+    if not isinstance(text, str) or not text.startswith("[Error: "):
+        return False
+    match = _BRACKETED_ERROR_RE.fullmatch(text)
+    if match is None:
+        return False
+    _add_text(match.group(1), facts, depth)
+    return True
+
+
+_BRACKETED_ERROR_RE: Final = re.compile(r"\[Error: ([^\[\]]+)\]\s*", re.DOTALL)
 
 
 def _error_finish_reply(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
@@ -539,7 +559,9 @@ def reply_overflow(doc: dict[str, Any]) -> Overflow | None:
     return _decide(200, facts)
 
 
-_MAX_REPLY_READ: Final = 512  # characters of a reply chunk read for an overflow's wording
+# characters of a reply chunk read for an overflow's wording (an error with a proxy's advice
+# around it, as tududes' claude-proxy writes one, runs past 512)
+_MAX_REPLY_READ: Final = 1024
 
 
 def _text_delta(doc: dict[str, Any]) -> Any:
