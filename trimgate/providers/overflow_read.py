@@ -212,7 +212,7 @@ def _walk_error(node: Any, facts: _Facts, depth: int) -> None:
         value = node.get(key)
         if isinstance(value, (dict, list)):
             _walk_error(value, facts, depth + 1)
-    for key in ("value", "data"):  # an upstream answer a gateway holds (below)
+    for key in ("value", "data", "upstream"):  # an upstream answer a gateway holds (below)
         value = node.get(key)
         if isinstance(value, dict) and any(inner in value for inner in _VALUE_ERROR_KEYS):
             _walk_error(value, facts, depth + 1)
@@ -226,7 +226,9 @@ def _walk_error(node: Any, facts: _Facts, depth: int) -> None:
 # turned down; a validation error's "value" is otherwise the request's own (express-validator),
 # read only when it holds an error of its own. So is "data", where a relay that answers with
 # axios's error puts the upstream's body ({"message": "Request failed with status code 400",
-# "data": {"error": ...}, "status": 400, "headers": ...}, juzibot's openai-proxy)
+# "data": {"error": ...}, "status": 400, "headers": ...}, juzibot's openai-proxy), and
+# "upstream", where gcligo keeps the body its "upstream error" wraps ({"error": {"message":
+# "upstream error", "details": {"upstream": {"error": ...}}}})
 _VALUE_ERROR_KEYS: Final = ("error", "error_message", "error_type")
 
 
