@@ -366,20 +366,40 @@ async def test_an_anthropic_reply_stating_an_overflow_then_the_error_is_retried(
     assert len(fake.requests) == 2 and resp.headers["x-trimgate-reason"] == "reactive"
 
 
-@pytest.mark.parametrize("spent", [0, 12])
-async def test_an_anthropic_reply_that_cost_no_output_is_the_error(
-    make_stack: MakeStack, spent: int
+@pytest.mark.parametrize(
+    ("closing", "is_error"),
+    [
+        # LMDeploy: its engine's refusal as the text, then no output token counted for a
+        # prompt it counted
+        (
+            {
+                "delta": {"stop_reason": "end_turn"},
+                "usage": {"input_tokens": 34120, "output_tokens": 0},
+            },
+            True,
+        ),
+        (
+            {
+                "delta": {"stop_reason": "end_turn"},
+                "usage": {"input_tokens": 34120, "output_tokens": 12},
+            },
+            False,
+        ),
+        # tududes' claude-proxy: the upstream's refusal as the text, then a stop reason of
+        # "error" (Anthropic gives none such)
+        ({"delta": {"stop_reason": "error"}, "usage": {"output_tokens": 0}}, True),
+        # the model's own stop reason and no count to say otherwise: its answer
+        ({"delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 0}}, False),
+    ],
+    ids=["no-output-counted", "output-counted", "stopped-on-error", "end-turn"],
+)
+async def test_an_anthropic_reply_in_an_overflows_words_is_judged_by_its_close(
+    make_stack: MakeStack, closing: dict[str, Any], is_error: bool
 ) -> None:
-    # LMDeploy's Anthropic stream: its engine's refusal as the text, then a message_delta
-    # that counts no output token; with output counted, the model's answer goes through
-    usage = {"input_tokens": 34120, "output_tokens": spent}
     frames = [
         *_worded_anthropic_opening(),
         *sse_data({"type": "content_block_stop", "index": 0}, event="content_block_stop"),
-        *sse_data(
-            {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": usage},
-            event="message_delta",
-        ),
+        *sse_data({"type": "message_delta", **closing}, event="message_delta"),
         *sse_data({"type": "message_stop"}, event="message_stop"),
     ]
     done = sse_data({"type": "message_start", "message": {"content": []}}, event="message_start")
@@ -388,46 +408,13 @@ async def test_an_anthropic_reply_that_cost_no_output_is_the_error(
     resp = await stack.client.post("/v1/messages", json=anthropic_messages(8, stream=True))
     body = await resp.read()
     assert resp.status == 200
-    if spent:
-        assert body == b"".join(frames) and len(fake.requests) == 1
-        assert resp.headers["x-trimgate-retries"] == "0"
-    else:
+    if is_error:
         assert LLAMA_CPP_REFUSAL.encode() not in body and len(fake.requests) == 2
         assert resp.headers["x-trimgate-reason"] == "reactive"
         assert len(fake.requests[1].body) < len(fake.requests[0].body)
-
-
-@pytest.mark.parametrize("reason", ["error", "end_turn"])
-async def test_an_anthropic_reply_stopped_on_error_is_the_error(
-    make_stack: MakeStack, reason: str
-) -> None:
-    # tududes' claude-proxy: the upstream's refusal as the text, then a message_delta whose
-    # stop reason is "error" (Anthropic gives none such); with a stop reason of the model's
-    # own (and no count to say otherwise), the answer goes through
-    frames = [
-        *_worded_anthropic_opening(),
-        *sse_data({"type": "content_block_stop", "index": 0}, event="content_block_stop"),
-        *sse_data(
-            {
-                "type": "message_delta",
-                "delta": {"stop_reason": reason},
-                "usage": {"output_tokens": 0},
-            },
-            event="message_delta",
-        ),
-        *sse_data({"type": "message_stop"}, event="message_stop"),
-    ]
-    done = sse_data({"type": "message_start", "message": {"content": []}}, event="message_start")
-    fake = FakeProvider().then(Reply(events=frames, event_delay=0.001), Reply(events=done))
-    stack = await make_stack(fake)
-    resp = await stack.client.post("/v1/messages", json=anthropic_messages(8, stream=True))
-    body = await resp.read()
-    assert resp.status == 200
-    if reason == "error":
-        assert LLAMA_CPP_REFUSAL.encode() not in body and len(fake.requests) == 2
-        assert resp.headers["x-trimgate-reason"] == "reactive"
     else:
         assert body == b"".join(frames) and len(fake.requests) == 1
+        assert resp.headers["x-trimgate-retries"] == "0"
 
 
 async def test_a_model_answer_in_brackets_streamed_is_the_answer(make_stack: MakeStack) -> None:
