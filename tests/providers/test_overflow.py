@@ -968,7 +968,7 @@ def test_a_reply_in_an_overflows_words_leaves_the_next_events_to_decide() -> Non
     twice = role + said + said + error
     assert detect_stream_overflow(twice, wire_format="openai") is None
     assert overflow.stream_event_output(said) == overflow.WORDED
-    assert overflow.stream_event_output(said, worded_held=True) == overflow.OUTPUT
+    assert overflow.stream_event_output(said, held=overflow.WORDED) == overflow.OUTPUT
     # LocalAI's legacy completions end in a reply that is the backend's gRPC error
     grpc = "Internal error: rpc error: code = Internal desc = " + refusal
     ends = chunk(text=refusal) + chunk(text=grpc, finish_reason="stop")
@@ -1013,9 +1013,9 @@ def test_a_reply_its_usage_says_cost_no_output_is_the_servers_error() -> None:
     # the relay's verdicts, event by event
     last = _sse({"type": "message_delta", "usage": {"input_tokens": 90, "output_tokens": 0}})
     assert overflow.stream_event_output(last) == overflow.OUTPUT
-    assert overflow.stream_event_output(last, worded_held=True) == overflow.UNSPENT
+    assert overflow.stream_event_output(last, held=overflow.WORDED) == overflow.UNSPENT
     ended = _sse({"type": "content_block_stop", "index": 0})
-    assert overflow.stream_event_output(ended, worded_held=True) == overflow.NO_OUTPUT
+    assert overflow.stream_event_output(ended, held=overflow.WORDED) == overflow.NO_OUTPUT
 
     # a chat stream's usage settles nothing (no server is known to answer so), and a whole
     # reply's usage never makes its text an error: placeholder counts are common
@@ -1139,22 +1139,45 @@ def test_a_prompt_too_long_for_the_window_and_an_error_finish_are_read() -> None
     # a reply that finished otherwise is the model's, whatever it says
     answered = {"choices": [{"index": 0, "delta": {"content": said}, "finish_reason": "stop"}]}
     assert detect_stream_overflow(_sse(role, answered), wire_format="openai") is None
-    # ... and an error finish whose text names no overflow is no overflow
-    failed = {"choices": [{"message": {"content": "<ctrl46>"}, "finish_reason": "error"}]}
+    # a whole completion that finished with "error" is not read so: its text may be the
+    # model's, cut short by a failure
+    failed = {"choices": [{"message": {"content": said}, "finish_reason": "error"}]}
     assert detect_overflow(200, orjson.dumps(failed), wire_format="openai") is None
 
 
-def test_a_bracketed_error_as_the_whole_reply_is_read() -> None:
-    # codex-pool turns a Codex response.failed into "[Error: <its message>]" as the reply
+def test_a_bracketed_error_as_the_whole_reply_is_read_where_no_model_wrote_it() -> None:
+    # codex-pool turns a Codex response.failed into "[Error: <its message>]" as the reply:
+    # a completion with no usage (or no output counted), a chunk with its finish reason
     said = "[Error: Your input exceeds the context window of this model. Please adjust your input.]"
     whole = {"choices": [{"index": 0, "message": {"content": said}, "finish_reason": "stop"}]}
     assert detect_overflow(200, orjson.dumps(whole), wire_format="openai") == Overflow(None, None)
-    delta = {"type": "text_delta", "text": said}
-    stream = _sse(
-        {"type": "message_start", "message": {"content": []}},
-        {"type": "content_block_delta", "index": 0, "delta": delta},
-    )
+    counted = {**whole, "usage": {"prompt_tokens": 10, "completion_tokens": 0}}
+    assert detect_overflow(200, orjson.dumps(counted), wire_format="openai") is not None
+    chunk = {"choices": [{"index": 0, "delta": {"content": said}, "finish_reason": "stop"}]}
+    assert detect_stream_overflow(_sse(chunk), wire_format="openai") == Overflow(None, None)
+    # ... and an Anthropic text delta so, closed by a message_delta that counts no output
+    start = {"type": "message_start", "message": {"content": [], "usage": {"input_tokens": 0}}}
+    delta = {
+        "type": "content_block_delta",
+        "index": 0,
+        "delta": {"type": "text_delta", "text": said},
+    }
+    stop = {"type": "content_block_stop", "index": 0}
+
+    def closed(output_tokens: int) -> dict[str, Any]:
+        usage = {"output_tokens": output_tokens}
+        return {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": usage}
+
+    stream = _sse(start, delta, stop, closed(0))
     assert detect_stream_overflow(stream, wire_format="anthropic") == Overflow(None, None)
+    # a model's answer in the same words: output counted, or no finish reason beside it
+    answered = _sse(start, delta, stop, closed(25))
+    assert detect_stream_overflow(answered, wire_format="anthropic") is None
+    spent = {**whole, "usage": {"prompt_tokens": 10, "completion_tokens": 25}}
+    assert detect_overflow(200, orjson.dumps(spent), wire_format="openai") is None
+    unfinished = {"choices": [{"index": 0, "delta": {"content": said}, "finish_reason": None}]}
+    finish = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+    assert detect_stream_overflow(_sse(unfinished, finish), wire_format="openai") is None
     # words around the brackets, a bracket left open, or another error inside them
     for reply in ("Output: " + said, said[:-1], "[Error: rate limit reached, retry in 20s]"):
         other = {"choices": [{"message": {"content": reply}, "finish_reason": "stop"}]}
@@ -1170,9 +1193,32 @@ def test_an_anthropic_reply_stopped_on_error_after_an_overflows_words_is_read() 
     ]
     stopped = {"type": "message_delta", "delta": {"stop_reason": "error"}, "usage": {}}
     stream = _sse(*opening, stopped)
-    assert detect_stream_overflow(stream, wire_format="anthropic") is not None
+    assert detect_stream_overflow(stream, wire_format="anthropic") == Overflow(None, 163840)
     ended = {**stopped, "delta": {"stop_reason": "end_turn"}}
     assert detect_stream_overflow(_sse(*opening, ended), wire_format="anthropic") is None
+
+
+def test_a_long_reply_in_an_overflows_words_is_closed_by_an_error_stop_only() -> None:
+    # a 600-character answer that quotes an overflow, in one delta, then placeholder usage
+    # (a prompt counted, no output): the model's; the same closed with "error": the server's
+    said = (
+        "That error means your request was too big: \"This model's maximum context length is"
+        ' 8192 tokens. However, your messages resulted in 9000 tokens." To fix it, '
+    )
+    said += "shorten the history. " * ((600 - len(said)) // 21 + 1)
+    assert 512 < len(said) <= 1024
+    opening: list[dict[str, Any]] = [
+        {"type": "message_start", "message": {"content": []}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": said}},
+        {"type": "content_block_stop", "index": 0},
+    ]
+    usage = {"input_tokens": 3000, "output_tokens": 0}
+    placeholder = {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": usage}
+    assert detect_stream_overflow(_sse(*opening, placeholder), wire_format="anthropic") is None
+    stopped = {**placeholder, "delta": {"stop_reason": "error"}}
+    assert detect_stream_overflow(_sse(*opening, stopped), wire_format="anthropic") == Overflow(
+        9000, 8192
+    )
 
 
 def test_a_platforms_status_envelope_sent_with_200_is_read() -> None:
@@ -1216,6 +1262,11 @@ def test_a_platforms_status_envelope_sent_with_200_is_read() -> None:
     for code in (0, 200, "200", 1, 10001, True):
         said_ok = orjson.dumps({**result, "code": code})
         assert detect_overflow(200, said_ok, wire_format="openai") is None, code
+    # a rate limit or a byte limit in such an envelope is none either
+    per_minute = {"code": 429, "msg": "Request too large: 30000 tokens per min", "data": None}
+    assert detect_overflow(200, orjson.dumps(per_minute), wire_format="openai") is None
+    sized = {"code": 413, "msg": "Request body of 9000000 bytes is too large", "data": None}
+    assert detect_overflow(200, orjson.dumps(sized), wire_format="openai") is None
     answered = {**result, "choices": [{"message": {"content": "hi"}}]}
     assert detect_overflow(200, orjson.dumps(answered), wire_format="openai") is None
 

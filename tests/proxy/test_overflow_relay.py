@@ -417,6 +417,76 @@ async def test_an_anthropic_reply_in_an_overflows_words_is_judged_by_its_close(
         assert resp.headers["x-trimgate-retries"] == "0"
 
 
+BRACKETED_ANSWER = "[Error: prompt is too long: 250000 tokens > 200000 maximum]"
+
+
+def _bracketed_answers() -> dict[str, Reply]:
+    """A model's answer that is wholly "[Error: <an overflow's words>]", where a count or a
+    finish reason says the model wrote it."""
+    whole = openai_ok(10)
+    whole["choices"][0]["message"]["content"] = BRACKETED_ANSWER  # usage counts output
+    chunk = {
+        "choices": [{"index": 0, "delta": {"content": BRACKETED_ANSWER}, "finish_reason": None}]
+    }
+    finish = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+    delta = {"type": "text_delta", "text": BRACKETED_ANSWER}
+    usage = {"input_tokens": 12000, "output_tokens": 1}
+    anthropic = [
+        *sse_data(
+            {"type": "message_start", "message": {"content": [], "usage": usage}},
+            event="message_start",
+        ),
+        *sse_data(
+            {"type": "content_block_delta", "index": 0, "delta": delta}, event="content_block_delta"
+        ),
+        *sse_data({"type": "content_block_stop", "index": 0}, event="content_block_stop"),
+        *sse_data(
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": "end_turn"},
+                "usage": {"output_tokens": 25},
+            },
+            event="message_delta",
+        ),
+        *sse_data({"type": "message_stop"}, event="message_stop"),
+    ]
+    return {
+        "whole": json_reply(whole),
+        "one-chunk": Reply(
+            events=[*sse_data(ROLE, chunk, finish), b"data: [DONE]\n\n"], event_delay=0.001
+        ),
+        "anthropic": Reply(events=anthropic, event_delay=0.001),
+    }
+
+
+@pytest.mark.parametrize("kind", ["whole", "one-chunk", "anthropic"])
+async def test_a_model_answer_in_brackets_is_the_answer(make_stack: MakeStack, kind: str) -> None:
+    # a completion whose usage counts output, a chunk without its finish reason, an
+    # Anthropic reply whose message_delta counts output: the model's, relayed once
+    fake = FakeProvider().then(_bracketed_answers()[kind])
+    stack = await make_stack(fake)
+    if kind == "anthropic":
+        resp = await stack.client.post("/v1/messages", json=anthropic_messages(8, stream=True))
+    else:
+        chat = openai_chat(8, model="gpt-4o", stream=kind != "whole")
+        resp = await stack.client.post("/v1/chat/completions", json=chat)
+    body = await resp.read()
+    assert resp.status == 200 and len(fake.requests) == 1
+    assert BRACKETED_ANSWER.encode() in body and resp.headers["x-trimgate-retries"] == "0"
+
+
+async def test_a_result_objects_error_sent_chunked_is_retried(make_stack: MakeStack) -> None:
+    # a Java platform's {"code": 500, "msg": ..., "data": null} with 200, no Content-Length
+    raw = orjson.dumps({"code": 500, "msg": MESSAGE, "data": None})
+    chunked = Reply(events=[raw[:20], raw[20:]], headers={"Content-Type": "application/json"})
+    chunked.event_delay = 0.01
+    fake = FakeProvider().then(chunked, json_reply(openai_ok(10)))
+    stack = await make_stack(fake)
+    resp = await stack.client.post("/v1/chat/completions", json=openai_chat(8, model="gpt-4o"))
+    assert resp.status == 200 and len(fake.requests) == 2
+    assert resp.headers["x-trimgate-reason"] == "reactive"
+
+
 async def test_a_model_answer_in_brackets_streamed_is_the_answer(make_stack: MakeStack) -> None:
     # a model that answers "[Error: <an overflow's words>]" token by token: no chunk holds
     # the bracketed whole, so the client gets the stream, sent once

@@ -47,6 +47,7 @@ from trimgate.providers.overflow_read import (
     _MAX_ITEMS,
     _NOT_FIXABLE,
     WINDOW_STOP,
+    WORDED_REPLY_LIMIT,
     Overflow,
     Patterns,
     Suspect,
@@ -61,8 +62,10 @@ from trimgate.providers.overflow_read import (
     _suspect,
     _unfixable,
     _walk_document,
+    bracketed_error,
     fields_fill_window,
     reply_overflow,
+    reply_text,
 )
 from trimgate.providers.overflow_wordings import (
     _DELTA_OUTPUT_KEYS,
@@ -74,6 +77,8 @@ from trimgate.providers.overflow_wordings import (
 from trimgate.sse import event_fields
 
 __all__ = [
+    "FRAMED",
+    "HELD_REPLIES",
     "MAX_BYTES",
     "MAX_PATTERNS",
     "MAX_PATTERN_LENGTH",
@@ -81,6 +86,7 @@ __all__ = [
     "OUTPUT",
     "UNSPENT",
     "WORDED",
+    "WORDED_LONG",
     "Overflow",
     "Patterns",
     "Suspect",
@@ -93,6 +99,7 @@ __all__ = [
     "detect_suspect",
     "detect_unfixable",
     "may_state_error",
+    "states_envelope_error",
     "stream_event_has_output",
     "stream_event_output",
     "stream_head_decided",
@@ -138,15 +145,24 @@ def may_state_error(body: bytes) -> bool:
     return (
         b"error" in body
         or WINDOW_STOP_JSON in body
-        or b'"status_code"' in body
         or any(mark in body for mark in _REPLY_ERROR_MARKS)
+        or states_envelope_error(body)
+    )
+
+
+def states_envelope_error(body: bytes) -> bool:
+    """Whether a body sent with a success status holds a platform's error envelope that
+    names no "error": FastAPI's ``{"status_code": 400, ...}``, ``{"success": false, ...}``,
+    or a "code" that is an HTTP error status (``{"code": 500, "msg": ..., "data": null}``;
+    the byte form of the readers' ``_http_code``)."""
+    return (
+        b'"status_code"' in body
         or b'"success":false' in body
         or b'"success": false' in body
         or _CODE_STATUS_RE.search(body) is not None
     )
 
 
-# an envelope's "code" that is an HTTP error status: {"code": 500, "msg": ..., "data": null}
 _CODE_STATUS_RE: Final = re.compile(rb'"code"\s*:\s*"?[45]\d\d[",\s}]')
 
 
@@ -344,52 +360,69 @@ def _choice_has_output(choice: Any) -> bool:
 # What one event of a held stream is (``stream_event_output``)
 OUTPUT: Final = "output"  # model output, or anything else that settles it as a normal one
 NO_OUTPUT: Final = ""  # an opener, a lifecycle or error event, a comment: hold on
-# a reply in an overflow's words (LocalAI writes llama.cpp's refusal as the reply's first
-# text, then the error): held, once a stream, so that the next events decide
-WORDED: Final = "worded"
-# after such a reply in an Anthropic stream, a message_delta whose usage counts no output
-# token for a prompt it counted (LMDeploy's: its engine's status as the text, then 0 output
-# tokens): the reply was the server's error, not the model's
+# A first reply in an overflow's words, held (once a stream) so that the next events decide:
+# an error after it (LocalAI writes llama.cpp's refusal as the reply's first text, then the
+# error), or, in an Anthropic stream, the message_delta that closes it (UNSPENT below). How
+# such a reply may be closed as the server's error depends on what it looks like:
+WORDED: Final = "worded"  # up to 512 characters: an error stop, or no output for a prompt
+WORDED_LONG: Final = "worded-long"  # 513 to 1,024 characters: an error stop only
+FRAMED: Final = "framed"  # wholly "[Error: ...]", a gateway's frame: any count of no output
+HELD_REPLIES: Final = frozenset({WORDED, WORDED_LONG, FRAMED})
+# a message_delta that closes a held reply as the server's error: LMDeploy's counts no
+# output token for a prompt it counted (its engine's status as the text); tududes'
+# claude-proxy stops with "error"; codex-pool's counts no output after its "[Error: ...]"
 UNSPENT: Final = "unspent"
 
 
-def _doc_output(doc: Any, worded_held: bool) -> tuple[str, Overflow | None]:
+def _doc_output(doc: Any, held: str) -> tuple[str, Overflow | None]:
     """What a parsed event (not an error) is: ``OUTPUT``, ``NO_OUTPUT``, or, for the first
-    reply of a stream (``worded_held`` False) that reads as an overflow, ``WORDED`` with
-    the overflow its words state; after it (``worded_held``), the end of its Anthropic
-    block is ``NO_OUTPUT`` and a ``message_delta`` that counts no output token
-    ``UNSPENT``."""
-    if worded_held and isinstance(doc, dict):
+    reply of a stream (nothing ``held``) that reads as an overflow, one of
+    ``HELD_REPLIES`` with the overflow its words state; after it, the end of its Anthropic
+    block is ``NO_OUTPUT`` and a ``message_delta`` that closes it as the server's error
+    (``_closes_held``) ``UNSPENT``."""
+    if held and isinstance(doc, dict):
         kind = doc.get("type")
         if kind == "content_block_stop":
             return NO_OUTPUT, None
-        if kind == "message_delta" and (
-            _counts_no_output(doc.get("usage")) or _stopped_on_error(doc.get("delta"))
-        ):
+        if kind == "message_delta" and _closes_held(held, doc):
             return UNSPENT, None
     if not _doc_has_output(doc):
         return NO_OUTPUT, None
-    if not worded_held and isinstance(doc, dict):
-        found = reply_overflow(doc)
-        if found is not None:
-            return WORDED, found
+    if not held and isinstance(doc, dict):
+        text = reply_text(doc)
+        found = None if text is None else reply_overflow(text)
+        if text is not None and found is not None:
+            if bracketed_error(text) is not None:
+                return FRAMED, found
+            return (WORDED if len(text) <= WORDED_REPLY_LIMIT else WORDED_LONG), found
     return OUTPUT, None
 
 
-def _stopped_on_error(delta: Any) -> bool:
-    """A ``message_delta`` whose stop reason is "error", which Anthropic never gives: a
-    proxy's mark that the reply was its error (tududes' claude-proxy writes the upstream's
-    refusal as the text, then stops so)."""
-    return isinstance(delta, dict) and delta.get("stop_reason") == "error"
+def _closes_held(held: str, doc: dict[str, Any]) -> bool:
+    """Whether a ``message_delta`` makes the reply ``held`` the server's error: a stop
+    reason of "error", which Anthropic never gives; for a reply of up to 512 characters,
+    a usage that counts no output token for a prompt it counted (a server that counts
+    nothing says 0 to both, or states only the output); for a framed one, any usage that
+    counts no output token."""
+    delta = doc.get("delta")
+    if isinstance(delta, dict) and delta.get("stop_reason") == "error":
+        return True
+    usage = doc.get("usage")
+    if held == FRAMED:
+        return isinstance(usage, dict) and _is_zero(usage.get("output_tokens"))
+    return held == WORDED and _counts_no_output(usage)
+
+
+def _is_zero(count: Any) -> bool:
+    return type(count) is int and count == 0
 
 
 def _counts_no_output(usage: Any) -> bool:
-    """Whether a usage counts no output token for a prompt it counted (above 0: a server
-    that counts nothing says 0 to both, or states only the output)."""
+    """Whether a usage counts no output token for a prompt it counted (above 0)."""
     if not isinstance(usage, dict):
         return False
-    spent, prompt = usage.get("output_tokens"), usage.get("input_tokens")
-    return type(spent) is int and spent == 0 and type(prompt) is int and prompt > 0
+    prompt = usage.get("input_tokens")
+    return _is_zero(usage.get("output_tokens")) and type(prompt) is int and prompt > 0
 
 
 def _doc_has_output(doc: Any) -> bool:
@@ -424,13 +457,14 @@ def _doc_has_output(doc: Any) -> bool:
 
 
 def _event_verdict(
-    name: str, payload: bytes | None, patterns: Patterns, worded_held: bool | None = False
+    name: str, payload: bytes | None, patterns: Patterns, held: str | None = ""
 ) -> tuple[str, Overflow | None]:
     """(``OUTPUT``, overflow) for one event that decides: an error event (overflow or
     not) or an output event (no overflow); (``NO_OUTPUT``, None) for an empty opener or a
-    lifecycle event; (``WORDED``, overflow) for a first reply in an overflow's words, and
-    (``UNSPENT``, None) for a ``message_delta`` after it that counts no output token. With
-    ``worded_held`` None, only an error's overflow is read (``NO_OUTPUT`` otherwise)."""
+    lifecycle event; (one of ``HELD_REPLIES``, overflow) for a first reply in an
+    overflow's words, and (``UNSPENT``, None) for a ``message_delta`` that closes the reply
+    ``held`` as the server's error. With ``held`` None, only an error's overflow is read
+    (``NO_OUTPUT`` otherwise)."""
     if payload is None:
         return (OUTPUT if name not in _LIFECYCLE_TYPES else NO_OUTPUT), None
     payload = payload.strip()
@@ -450,9 +484,9 @@ def _event_verdict(
         return OUTPUT, _decide(200, facts, patterns)
     if name == "error":
         return OUTPUT, None
-    if name in _LIFECYCLE_TYPES or worded_held is None:
+    if name in _LIFECYCLE_TYPES or held is None:
         return NO_OUTPUT, None
-    return _doc_output(doc, worded_held)
+    return _doc_output(doc, held)
 
 
 def _text_event(name: str, payload: bytes, patterns: Patterns) -> Overflow | None:
@@ -483,12 +517,13 @@ def stream_head_decided(head: bytes) -> bool:
     if not sep:
         return False
     events = _events(complete + b"\n\n")
-    worded = False
+    held = ""
     for name, data in events:
-        verdict, _ = _event_verdict(name, data, (), worded)
+        verdict, _ = _event_verdict(name, data, (), held)
         if verdict in (OUTPUT, UNSPENT):
             return True
-        worded = worded or verdict == WORDED
+        if verdict in HELD_REPLIES:
+            held = verdict
     return len(events) >= _MAX_EVENTS
 
 
@@ -510,15 +545,15 @@ def detect_stream_overflow(
     head = data[:MAX_BYTES]
     if not head:
         return None
-    worded: Overflow | None = None
+    held, worded = "", None
     for name, payload in _events(head):
-        verdict, found = _event_verdict(name, payload, patterns, worded is not None)
+        verdict, found = _event_verdict(name, payload, patterns, held)
         if verdict == OUTPUT:
             return found
         if verdict == UNSPENT:
             return worded
-        if verdict == WORDED:
-            worded = found
+        if verdict in HELD_REPLIES:
+            held, worded = verdict, found
     return None
 
 
@@ -580,14 +615,14 @@ def stream_event_has_output(event: bytes) -> bool:
     return stream_event_output(event) == OUTPUT
 
 
-def stream_event_output(event: bytes, *, worded_held: bool = False) -> str:
+def stream_event_output(event: bytes, *, held: str = "") -> str:
     """What one SSE event block is to a relay holding its stream: ``OUTPUT`` (model
     output, or anything else that settles the stream as a normal one: after it,
     ``detect_stream_event_overflow`` is no longer asked), ``NO_OUTPUT`` (a comment, a
-    lifecycle event, an empty opener, an error event) or ``WORDED``: a reply whose text
-    reads as an overflow, when no such reply was held before (``worded_held``); a
-    second one is output. After one, an Anthropic block's end is ``NO_OUTPUT`` and a
-    ``message_delta`` that counts no output token ``UNSPENT`` (``detect_stream_overflow``
+    lifecycle event, an empty opener, an error event) or one of ``HELD_REPLIES``: a reply
+    whose text reads as an overflow, when no such reply is ``held`` (a second one is
+    output). After one, an Anthropic block's end is ``NO_OUTPUT`` and a ``message_delta``
+    that closes the reply as the server's error ``UNSPENT`` (``detect_stream_overflow``
     on what was held reads the reply's overflow)."""
     if not event:
         return NO_OUTPUT
@@ -612,4 +647,4 @@ def stream_event_output(event: bytes, *, worded_held: bool = False) -> str:
         return NO_OUTPUT
     if name in _LIFECYCLE_TYPES:
         return NO_OUTPUT
-    return _doc_output(doc, worded_held)[0]
+    return _doc_output(doc, held)[0]

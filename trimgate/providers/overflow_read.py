@@ -394,7 +394,7 @@ def _status_envelope(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
     )
     if message is None or _answered(doc):
         return False
-    code = _http_code(doc.get("status_code", doc.get("code")))
+    code = _http_code(doc.get("status_code")) or _http_code(doc.get("code"))
     if code:
         facts.statuses.append(code)
     elif doc.get("status") not in ("error", "fail") and doc.get("success") is not False:
@@ -495,21 +495,42 @@ def _error_as_reply(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
 
 def _bracketed_error(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
     """A gateway's error written as the whole reply in brackets, "[Error: <the upstream's
-    message>]" (codex-pool turns a Codex ``response.failed`` so into a chat completion, a
-    chat chunk or an Anthropic text delta): whole in one event, as a server writes it (a
-    model streams its answer token by token). Read as an error's message."""
+    message>]" (codex-pool turns a Codex ``response.failed`` so into a chat completion or
+    chunk), where no model wrote it: a completion that counts no output token (or none at
+    all), a chunk that carries its finish reason beside the whole text. Read as an error's
+    message. (An Anthropic text delta so is held, and its ``message_delta`` decides.)"""
     choice = _first_choice(doc)
-    text = _reply_text(choice) if choice is not None else _text_delta(doc)
-    if not isinstance(text, str) or not text.startswith("[Error: "):
+    if choice is None:
         return False
-    match = _BRACKETED_ERROR_RE.fullmatch(text)
-    if match is None:
+    text = _reply_text(choice)
+    inner = bracketed_error(text) if isinstance(text, str) else None
+    if inner is None:
         return False
-    _add_text(match.group(1), facts, depth)
+    if isinstance(choice.get("delta"), dict):
+        if not _finished_chunk(choice):
+            return False
+    elif not _counts_no_completion(doc.get("usage")):
+        return False
+    _add_text(inner, facts, depth)
     return True
 
 
+def bracketed_error(text: str) -> str | None:
+    """The message of a reply that is wholly "[Error: <message>]", else None."""
+    if not text.startswith("[Error: "):
+        return None
+    match = _BRACKETED_ERROR_RE.fullmatch(text)
+    return None if match is None else match.group(1)
+
+
 _BRACKETED_ERROR_RE: Final = re.compile(r"\[Error: ([^\[\]]+)\]\s*", re.DOTALL)
+
+
+def _counts_no_completion(usage: Any) -> bool:
+    """A whole completion's usage that counts no output token, or no usage at all."""
+    if usage is None:
+        return True
+    return isinstance(usage, dict) and usage.get("completion_tokens") in (None, 0)
 
 
 def _error_finish_reply(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
@@ -542,28 +563,34 @@ def _reply_text(choice: dict[str, Any]) -> Any:
     return reply.get("content") if isinstance(reply, dict) else choice.get("text")
 
 
-def reply_overflow(doc: dict[str, Any]) -> Overflow | None:
-    """The overflow a stream event's reply text (a chat or legacy completion chunk's, an
-    Anthropic text delta's) reads as, as an error's message would; None when it does not.
-    LocalAI writes llama.cpp's refusal as the reply's first text, then the error as an
+def reply_text(doc: dict[str, Any]) -> str | None:
+    """A stream event's reply text: a chat or legacy completion chunk's, or an Anthropic
+    text delta's; None when it holds none."""
+    choice = _first_choice(doc)
+    text = _reply_text(choice) if choice is not None else _text_delta(doc)
+    return text if isinstance(text, str) and text else None
+
+
+def reply_overflow(text: str) -> Overflow | None:
+    """The overflow a stream's first reply text (``reply_text``, at most
+    ``MAX_REPLY_READ`` characters) reads as, as an error's message would; None when it does
+    not. LocalAI writes llama.cpp's refusal as the reply's first text, then the error as an
     error chunk or event; LMDeploy's Anthropic stream writes its engine's status as the
     text, then a ``message_delta`` that counts no output token. Such a text is not taken
     for output, and is no error either: the events after it decide (held as any before
     the first output)."""
-    choice = _first_choice(doc)
-    text = _reply_text(choice) if choice is not None else _text_delta(doc)
-    if not isinstance(text, str) or not text or len(text) > _MAX_REPLY_READ:
-        return None
-    if not _has_hint(text.lower().encode()):
+    if len(text) > MAX_REPLY_READ or not _has_hint(text.lower().encode()):
         return None
     facts = _Facts()
     facts.say(text)
     return _decide(200, facts)
 
 
-# characters of a reply chunk read for an overflow's wording (an error with a proxy's advice
-# around it, as tududes' claude-proxy writes one, runs past 512)
-_MAX_REPLY_READ: Final = 1024
+# characters of a reply chunk read for an overflow's wording; past WORDED_REPLY_LIMIT only a
+# stop reason of "error" makes it the server's (tududes' claude-proxy writes the upstream's
+# refusal with advice around it, 556 characters)
+MAX_REPLY_READ: Final = 1024
+WORDED_REPLY_LIMIT: Final = 512
 
 
 def _text_delta(doc: dict[str, Any]) -> Any:

@@ -741,9 +741,12 @@ _GENERATING: Final = r"generat(?!ion failed|ing (?:a |the )?response)"
 # max_output_tokens.
 _MAX_TOKENS_KEY: Final = r"max_(?:new_|completion_|output_)?tokens"
 # The window by a name no other limit has ("context length", "max_seq_len", "n_ctx").
+# a window's name called with its value: "max_seq_len(32768)"
+_WINDOW_CALL: Final = r"(?:max_seq_len|max_model_len|n_ctx|context_length|max_context_length)\("
 _WINDOW_NAMES: Final = (
     r"\bcontext(?:[ _-]?(?:window|length|size|limit))\b|\bmax_?seq_?len\b"
-    r"|\bseq(?:uence)? length\b"  # ("seq length exceeds max model length": gLLM)
+    # ("seq length exceeds max model length": gLLM; not an output's or a decode's)
+    r"|(?<!output )(?<!decode )\bseq(?:uence)? length\b"
     r"|\bn_ctx\b"
 )
 
@@ -786,8 +789,9 @@ _GEN_EXCESS_RE: Final = _p(
     r"|\b(?:not enough|insufficient) (?:context (?:window|space|room|length|size)"
     r"|(?:room|space) (?:in|for) (?:the )?(?:context|prompt))\b"
     # "12000 tokens > 8192", "P (N) >= n_ctx (L)"
-    # ("input after multimodal process is P > max_seq_len(L)": rtp-llm)
-    r"|is full\b|overflow|\d ?(?:tokens? ?)?> ?(?:[a-z_]+ ?\(?)?\d|\d\) ?>=? ?[a-z_]+ \(\d"
+    # ("input after multimodal process is P > max_seq_len(L)": rtp-llm, a window's name only)
+    r"|is full\b|overflow|\d ?(?:tokens? ?)?> ?(?:[a-z_]+ |" + _WINDOW_CALL + r")?\d"
+    r"|\d\) ?>=? ?[a-z_]+ \(\d"
     r"|\bonly (?:supports?|allows?|accepts?)\b|\bsupports? (?:up to|at most)\b"
 )
 # The advice an overflow gives ("Please reduce the length of the prompt"): its excess, read
@@ -930,7 +934,7 @@ _GEN_TOO_LONG_RE: Final = _p(
 # The output's part first, the rest after (``_GEN_SHAPE_EXCLUDE``).
 _GEN_OUTPUT_EXCLUDE: Final = (
     r"max_total_tokens|max tokens (?:must|should|cannot|is|are)\b"
-    r"|max(?:imum)? output|max_length|output tokens?|completion tokens?"
+    r"|max(?:imum)? output|max_length|output tokens?|completion tokens?|\bn(?:um)?_predict\b"
     r"|maximum tokens you requested|"
     + _MAX_TOKENS_KEY
     + "|"

@@ -25,16 +25,17 @@ from aiohttp import web
 from trimgate.errors import UpstreamError
 from trimgate.providers.base import Codec
 from trimgate.providers.overflow import (
+    HELD_REPLIES,
     OUTPUT,
     UNSPENT,
     WINDOW_STOP_JSON,
-    WORDED,
     Overflow,
     Patterns,
     Suspect,
     detect_suspect,
     detect_unfixable,
     may_state_error,
+    states_envelope_error,
     stream_event_output,
 )
 from trimgate.proxy import upstream as up
@@ -144,13 +145,15 @@ def _length(resp: up.Answer) -> int | None:
 
 def _may_be_error(first: bytes, length: int | None) -> bool:
     """Whether a 200 JSON answer whose first chunk is ``first`` may state an error, so
-    that it is read whole before relaying: an error object at its start, an error inside
-    a choice (``"finish_reason": "error"``), or a small answer of known length (nothing
-    to stream there: reading it whole delays nothing)."""
+    that it is read whole before relaying: an error object or a platform's error envelope
+    at its start, an error inside a choice (``"finish_reason": "error"``), or a small
+    answer of known length (nothing to stream there: reading it whole delays nothing)."""
     start = first[:256].lstrip()
     if start[:1] not in (b"{", b"["):
         return False
     if b'"error"' in start or _CHOICE_ERROR.search(first) is not None or WINDOW_STOP_JSON in first:
+        return True
+    if states_envelope_error(start):
         return True
     return length is not None and length <= SMALL_JSON_LIMIT
 
@@ -182,7 +185,7 @@ async def _hold_stream(
     codec: Codec, resp: up.Answer, patterns: Patterns, buf: bytearray
 ) -> tuple[bytes, Overflow | None, bool]:
     scanned = 0  # the start of the first event not yet judged
-    worded = False  # a reply in an overflow's words was held (held once a stream)
+    held = ""  # the kind of a reply in an overflow's words held (once a stream), if any
     while len(buf) <= STREAM_HOLD_LIMIT:
         chunk = await resp.readany()
         if not chunk:  # the stream ended before any output
@@ -208,12 +211,13 @@ async def _hold_stream(
                 return bytes(buf), found, False
             if _unfixable_event(block):
                 return bytes(buf), None, True
-            said = stream_event_output(block, worded_held=worded)
+            said = stream_event_output(block, held=held)
             if said == OUTPUT:
                 return bytes(buf), None, False
             if said == UNSPENT:  # the reply held was the server's error
                 return bytes(buf), codec.detect_stream_overflow(bytes(buf), patterns), False
-            worded = worded or said == WORDED
+            if said in HELD_REPLIES:
+                held = said
     return bytes(buf), None, False
 
 
