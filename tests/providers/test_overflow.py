@@ -1221,6 +1221,19 @@ def test_a_long_reply_in_an_overflows_words_is_closed_by_an_error_stop_only() ->
     )
 
 
+def test_an_output_cap_a_gateway_calls_a_context_overflow_is_none() -> None:
+    # gaud wraps Anthropic's output cap as "Context window exceeded" with the overflow code
+    cap = "max_tokens: 128000 > 64000, which is the maximum allowed number of output tokens"
+    inner = orjson.dumps(
+        {"type": "error", "error": {"type": "invalid_request_error", "message": cap}}
+    )
+    said = "Context window exceeded: Context window exceeded (claude): " + inner.decode()
+    error = {"message": said, "type": "invalid_request_error", "code": "context_length_exceeded"}
+    body = orjson.dumps({"error": error})
+    assert detect_overflow(400, body, wire_format="openai") is None
+    assert detect_suspect(400, body) is None
+
+
 def test_a_platforms_status_envelope_sent_with_200_is_read() -> None:
     said = "the token count: [131500] exceeds the model: [gpt-4o]'s maximum token count: [128000]"
     casibase = {"status": "error", "msg": said, "data": None, "data2": None}

@@ -774,7 +774,7 @@ _GRPC_ERROR_RE: Final = re.compile(
 
 
 def _never(text: str) -> bool:
-    """A rate-limit, quota, billing, auth or safety wording."""
+    """A rate-limit, quota, billing, auth or safety wording, or a model's output cap."""
     low = text.lower()
     if any(word in low for word in _NEVER_WORDS):
         return True

@@ -993,6 +993,10 @@ _NEVER_WORDS: Final = (
     # a prompt cap the client set itself (EPAM DIAL's max_prompt_tokens: what is left when
     # it has dropped every turn it may is the system messages, which no trim can shorten)
     "requested maximum prompt tokens",
+    # Anthropic's output cap, "max_tokens: N > M, which is the maximum allowed number of
+    # output tokens for <model>": no trim helps, even where a gateway calls it a context
+    # overflow (gaud's "Context window exceeded" with context_length_exceeded)
+    "maximum allowed number of output tokens",
     "billing",
     "usage limit",  # a plan's allowance (LangDB's "Token usage limit exceeded")
     "credit balance",
