@@ -388,14 +388,13 @@ def _doc_output(doc: Any, held: str) -> tuple[str, Overflow | None]:
             return UNSPENT, None
     if not _doc_has_output(doc):
         return NO_OUTPUT, None
-    if not held and isinstance(doc, dict):
-        text = reply_text(doc)
-        found = None if text is None else reply_overflow(text)
-        if text is not None and found is not None:
-            if bracketed_error(text) is not None:
-                return FRAMED, found
-            return (WORDED if len(text) <= WORDED_REPLY_LIMIT else WORDED_LONG), found
-    return OUTPUT, None
+    text = reply_text(doc) if not held and isinstance(doc, dict) else None
+    found = reply_overflow(text) if text is not None else None
+    if text is None or found is None:
+        return OUTPUT, None
+    if bracketed_error(text) is not None:
+        return FRAMED, found
+    return (WORDED if len(text) <= WORDED_REPLY_LIMIT else WORDED_LONG), found
 
 
 def _closes_held(held: str, doc: dict[str, Any]) -> bool:

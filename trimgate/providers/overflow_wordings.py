@@ -740,9 +740,9 @@ _GENERATING: Final = r"generat(?!ion failed|ing (?:a |the )?response)"
 # The request's output setting by its key: max_tokens, max_new_tokens, max_completion_tokens,
 # max_output_tokens.
 _MAX_TOKENS_KEY: Final = r"max_(?:new_|completion_|output_)?tokens"
-# The window by a name no other limit has ("context length", "max_seq_len", "n_ctx").
-# a window's name called with its value: "max_seq_len(32768)"
+# A window's name called with its value: "max_seq_len(32768)".
 _WINDOW_CALL: Final = r"(?:max_seq_len|max_model_len|n_ctx|context_length|max_context_length)\("
+# The window by a name no other limit has ("context length", "max_seq_len", "n_ctx").
 _WINDOW_NAMES: Final = (
     r"\bcontext(?:[ _-]?(?:window|length|size|limit))\b|\bmax_?seq_?len\b"
     # ("seq length exceeds max model length": gLLM; not an output's or a decode's)
@@ -829,14 +829,14 @@ _CLAIM_COUNT_FIRST_RE: Final = _p(
     r"|only supports?(?: up to)?|up to|at most|allowed|capacity|window|length|size)\b\D{0,40}?"
     r"(?P<max>{N})"
 )
-# ... or a count and the smaller one left for it: "9100 tokens requested but only 8192
-# available"
-# ... and a prompt too long for the window, each count beside its name: "Prompt too long
+# ... or a prompt too long for the window, each count beside its name: "Prompt too long
 # (9000 tokens) for context window (8192)" (LLM-Inference-Service)
 _CLAIM_FOR_WINDOW_RE: Final = _p(
     r"\btoo (?:long|large|big) \(?(?P<real>{N}) tokens?\)? for (?:the |this |its )?"
     r"(?:model'?s? )?context(?: window| length| size)? (?:of )?\(?(?P<max>{N})\b"
 )
+# ... or a count and the smaller one left for it: "9100 tokens requested but only 8192
+# available"
 _CLAIM_ONLY_RE: Final = _p(
     r"(?P<real>{N})\s*tokens?\b\D{0,40}?\bbut only (?P<max>{N})(?: tokens?)?"
     r" (?:are |is )?(?:available|allowed|supported|left|remain)"
