@@ -487,6 +487,30 @@ async def test_a_result_objects_error_sent_chunked_is_retried(make_stack: MakeSt
     assert resp.headers["x-trimgate-reason"] == "reactive"
 
 
+@pytest.mark.parametrize(
+    "ident",
+    [
+        "hb296-codex-pool-claude-stream-response-failed-as-text",
+        "hb296-tududes-claude-proxy-backend-overflow-as-text",
+    ],
+)
+async def test_a_gateways_anthropic_reply_that_is_its_error_is_retried(
+    make_stack: MakeStack, ident: str
+) -> None:
+    # codex-pool's "[Error: ...]" text closed with no output counted; tududes' 556-character
+    # refusal closed with stop_reason "error": both the server's error, resent trimmed
+    (entry,) = [e for e in CORPUS if e["id"] == ident]
+    frames = [entry["body"].encode()]
+    done = sse_data({"type": "message_start", "message": {"content": []}}, event="message_start")
+    fake = FakeProvider().then(Reply(events=frames), Reply(events=done))
+    stack = await make_stack(fake)
+    resp = await stack.client.post("/v1/messages", json=anthropic_messages(8, stream=True))
+    body = await resp.read()
+    assert resp.status == 200 and len(fake.requests) == 2
+    assert b"context" not in body and resp.headers["x-trimgate-reason"] == "reactive"
+    assert len(fake.requests[1].body) < len(fake.requests[0].body)
+
+
 async def test_a_model_answer_in_brackets_streamed_is_the_answer(make_stack: MakeStack) -> None:
     # a model that answers "[Error: <an overflow's words>]" token by token: no chunk holds
     # the bracketed whole, so the client gets the stream, sent once
