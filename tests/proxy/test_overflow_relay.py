@@ -739,6 +739,7 @@ SPOOFERS = (
     "zuisong/gemini-openai-proxy",
     "gemini-openai-proxy (zuisong",
     "GPT4All desktop",
+    "RelayFreeLLM",
 )
 SPOOFED = {e["id"]: e for e in CORPUS if e["server"].startswith(SPOOFERS) and e["status"] == 200}
 
@@ -749,7 +750,8 @@ async def test_an_error_sent_as_a_200_completion_is_read_as_its_status_says(
 ) -> None:
     # oai-reverse-proxy sends its own errors as a completion whose reply text is the
     # error, Argonne's FIRST as a chunk of its own id, zuisong's proxy Google's SDK error
-    # as the reply, GPT4All its backend's refusal: an overflow is retried, anything else
+    # as the reply, GPT4All its backend's refusal, RelayFreeLLM its last upstream's error
+    # body after "All retries failed": an overflow is retried, anything else
     # (a quota, a safety block) goes back as it came
     entry = SPOOFED[ident]
     raw = entry["body"].encode()

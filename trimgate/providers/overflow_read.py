@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from trimgate.providers.overflow_wordings import (
+    _ADVICE_SENTENCE_RE,
     _CLAIM_COUNT_FIRST_RE,
     _CLAIM_FOR_WINDOW_RE,
     _CLAIM_LIMIT_FIRST_RE,
@@ -534,19 +535,42 @@ def _counts_no_completion(usage: Any) -> bool:
 
 
 def _error_finish_reply(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
-    """A stream's chunk that finishes with ``"error"`` and holds no error object: read
-    before any output, its text is the whole reply, the server's error (LLM-Inference-
-    Service streams its refusal so, as the one chunk after the role's). Read as an error's
-    message. Not a whole answer's: its text may be the model's, cut short by a failure."""
+    """A reply that finishes with ``"error"`` and holds no error object. A stream's chunk
+    so, read before any output: its text is the whole reply, the server's error (LLM-
+    Inference-Service streams its refusal so, as the one chunk after the role's). A whole
+    completion so only where it counts no output and its text holds an upstream's error
+    body in JSON (RelayFreeLLM: "All retries failed. Last error: [DeepSeek] API Error 400:
+    {"error": ...}"): other text may be the model's, cut short by a failure. Read as an
+    error's message."""
     choice = _first_choice(doc)
     if choice is None or choice.get("finish_reason") != "error":
         return False
     delta = choice.get("delta")
-    text = delta.get("content") if isinstance(delta, dict) else None
+    if isinstance(delta, dict):
+        text = delta.get("content")
+    else:
+        message = choice.get("message")
+        text = message.get("content") if isinstance(message, dict) else None
+        if not isinstance(text, str) or not _counts_no_completion(doc.get("usage")):
+            return False
+        if not _holds_error_body(text):
+            return False
     if not isinstance(text, str) or not text:
         return False
     _add_text(text, facts, depth)
     return True
+
+
+def _holds_error_body(text: str) -> bool:
+    """Whether ``text`` holds, from its first brace, a JSON object with an "error"."""
+    start = text.find("{")
+    if start < 0:
+        return False
+    try:
+        inner, _ = _decoder.raw_decode(text, start)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(inner, dict) and "error" in inner
 
 
 def _first_choice(doc: dict[str, Any]) -> dict[str, Any] | None:
@@ -779,6 +803,28 @@ def _never(text: str) -> bool:
     if any(word in low for word in _NEVER_WORDS):
         return True
     return any(hint in low for hint in _RATE_HINTS) and _RATE_RE.search(text) is not None
+
+
+def _never_stated(text: str) -> bool:
+    """``_never`` in the sentences that state the error: the first, and any after it but
+    advice. Where an overflow is read, advice may name what it is not ("Add more API keys
+    or wait for rate limits to reset"); where none is, advice is often all that tells a
+    rate limit or a refusal (a suspect's ``_never`` reads it whole)."""
+    return _never(text) and _never(_without_advice(text))
+
+
+def _without_advice(text: str) -> str:
+    """``text`` without its sentences of advice (``_ADVICE_SENTENCE_RE``) after the first."""
+    kept: list[str] = []
+    start = 0
+    for end in _SENTENCE_END_RE.finditer(text):
+        sentence = text[start : end.end()]
+        if not kept or _ADVICE_SENTENCE_RE.match(sentence) is None:
+            kept.append(sentence)
+        start = end.end()
+    if not kept or _ADVICE_SENTENCE_RE.match(text, start) is None:
+        kept.append(text[start:])
+    return "".join(kept)
 
 
 def _strong(text: str) -> bool:
@@ -1059,7 +1105,7 @@ def _decide(http_status: int, facts: _Facts, patterns: Patterns = ()) -> Overflo
         return None
     if facts.codes & _NEVER_CODES:
         return None
-    if any(map(_never, facts.texts)):
+    if any(map(_never_stated, facts.texts)):
         return None
     if any(map(_negative_limit, facts.texts)):
         return None  # no prompt fits a limit below zero

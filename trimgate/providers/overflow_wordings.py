@@ -1061,6 +1061,13 @@ _NEVER_WORDS: Final = (
     "审核",
     "风控",
 )
+# A sentence of advice, after the one that states the error: what a client may do next.
+# ``_never`` does not judge it, so an overflow's advice may name keys or rate limits
+# (freellmapi: "The request is too large for every available candidate's context/token
+# window. ... Add more API keys or wait for rate limits to reset.").
+_ADVICE_SENTENCE_RE: Final = re.compile(
+    r"\s*(?:please\s+)?(?:add|enable|configure|consider|contact|try|retry)\b", re.IGNORECASE
+)
 # ``_RATE_RE`` runs only on a message holding one of these (it is a long alternation too).
 _RATE_HINTS: Final = (
     "rate",
