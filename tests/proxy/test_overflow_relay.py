@@ -24,6 +24,7 @@ MESSAGE = (
     "in 4619 tokens."
 )
 CORPUS = yaml.safe_load((Path(__file__).parent.parent / "data" / "error_corpus.yaml").read_text())
+OPENAI_BODY = orjson.dumps({"error": {"message": MESSAGE, "code": "context_length_exceeded"}})
 ROLE = {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}
 EMPTY = {"choices": [{"index": 0, "delta": {"content": ""}}]}
 ERROR_EVENT = {"error": {"message": MESSAGE, "code": "context_length_exceeded"}}
@@ -193,6 +194,27 @@ OPENROUTER_CHOICE = {
 }
 
 
+@pytest.mark.parametrize("status", [404, 429])
+async def test_an_sdk_exceptions_status_stands_for_the_gateways_guess(
+    make_stack: MakeStack, status: int
+) -> None:
+    # headroom answers the openai SDK's exception with a status guessed from its words:
+    # 429 where they hold "limit", 404 where they hold "model"; the status it names stands
+    said = "Error code: 400 - " + str({"error": {"message": MESSAGE, "type": "invalid_request"}})
+    wrapped = {"error": {"message": said, "type": "rate_limit_exceeded"}}
+    fake = FakeProvider().then(json_reply(wrapped, status=status), json_reply(openai_ok(10)))
+    stack = await make_stack(fake)
+    resp = await stack.client.post("/v1/chat/completions", json=openai_chat(8, model="gpt-4o"))
+    assert resp.status == 200 and len(fake.requests) == 2
+    assert resp.headers["x-trimgate-reason"] == "reactive"
+    # ... and one naming a rate limit is one, whatever the wrapper's status
+    limited = {"error": {"message": "Error code: 429 - {'error': {'message': 'Rate limit'}}"}}
+    fake = FakeProvider().then(json_reply(limited, status=400))
+    stack = await make_stack(fake)
+    resp = await stack.client.post("/v1/chat/completions", json=openai_chat(8, model="gpt-4o"))
+    assert resp.status == 400 and len(fake.requests) == 1
+
+
 async def test_a_gateways_502_nesting_the_overflow_is_retried(make_stack: MakeStack) -> None:
     fake = FakeProvider().then(json_reply(TENSORZERO_502, status=502), json_reply(openai_ok(10)))
     stack = await make_stack(fake)
@@ -279,6 +301,40 @@ async def test_a_refusal_relayed_as_424_or_502_is_retried(
             ),
             b"data: [DONE]\n\n",
         ],
+        # Open WebUI's pipelines: "Error: 400 - <the provider's body>" as the reply's chunk
+        [
+            *sse_data(
+                ROLE,
+                {
+                    "choices": [
+                        {
+                            "index": 0,
+                            "delta": {"content": "Error: 400 - " + OPENAI_BODY.decode()},
+                            "finish_reason": None,
+                        }
+                    ]
+                },
+                {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+            ),
+            b"data: [DONE]\n\n",
+        ],
+        # Dify's own stream event, passed on by a dify2openai adapter
+        sse_data(
+            {
+                "event": "error",
+                "code": "completion_request_error",
+                "status": 400,
+                "message": MESSAGE,
+            }
+        ),
+        # agent-cli's memory proxy: OpenAI's pretty-printed body after "data: ", raw
+        [
+            b"data: "
+            + orjson.dumps({"error": {"message": MESSAGE}}, option=orjson.OPT_INDENT_2)
+            + b"\n\n"
+        ],
+        # AutoRAG's proxy: the upstream's body as a line of its own, then [DONE]
+        [OPENAI_BODY + b"\n", b"data: [DONE]\n\n"],
     ],
     ids=[
         "openrouter-choice-after-role",
@@ -289,6 +345,10 @@ async def test_a_refusal_relayed_as_424_or_502_is_retried(
         "librechat-sdk-error-chunk",
         "error-finish-chunk",
         "bracketed-error-chunk",
+        "status-and-body-chunk",
+        "dify-event-error",
+        "raw-json-after-data",
+        "raw-json-line",
     ],
 )
 async def test_a_gateways_stream_error_before_output_is_retried(

@@ -340,7 +340,37 @@ def _named(fields: list[tuple[bytes, bytes]]) -> tuple[str, bytes | None] | None
             data.append(value)
     if not name and not data:
         return None
+    raw = _raw_json(fields)
+    if raw is not None:
+        return name, raw
     return name, b"\n".join(data) if data else None
+
+
+_SSE_FIELDS: Final = (b"data", b"event", b"id", b"retry", b"error")
+
+
+def _raw_json(fields: list[tuple[bytes, bytes]]) -> bytes | None:
+    """An error body in JSON that a server wrote raw into its stream, across a block's
+    lines: after "data: " with its pretty-printed lines following unprefixed (agent-cli's
+    memory proxy relays OpenAI's error so), or as a line of its own before "data: [DONE]"
+    (AutoRAG's proxy). Its lines read as fields no SSE names; joined again (less the
+    "[DONE]"), they are JSON with an error key. None for any other block."""
+    if all(field in _SSE_FIELDS for field, _ in fields):
+        return None
+    lines: list[bytes] = []
+    for field, value in fields:
+        if field not in _SSE_FIELDS:
+            lines.append(field + b":" + value if value else field)
+        elif field == b"data" and value.strip() != b"[DONE]":
+            lines.append(value)
+    text = b"\n".join(lines).strip()
+    if text[:1] not in (b"{", b"[") or _BARE_ERROR_KEY_RE.search(text) is None:
+        return None
+    try:
+        orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return None
+    return text
 
 
 def _choice_has_output(choice: Any) -> bool:

@@ -213,23 +213,24 @@ def _walk_error(node: Any, facts: _Facts, depth: int) -> None:
         value = node.get(key)
         if isinstance(value, (dict, list)):
             _walk_error(value, facts, depth + 1)
-    for key in ("value", "data", "upstream"):  # an upstream answer a gateway holds (below)
-        value = node.get(key)
-        if isinstance(value, dict) and any(inner in value for inner in _VALUE_ERROR_KEYS):
+    for key, value in list(node.items())[:_MAX_ITEMS]:  # an upstream's answer it holds (below)
+        if key in _NEST_KEYS or key == "response" or not isinstance(value, dict):
+            continue
+        if any(inner in value for inner in _VALUE_ERROR_KEYS):
             _walk_error(value, facts, depth + 1)
     response = node.get("response")  # Responses API: response.failed carries response.error
     if isinstance(response, dict) and isinstance(response.get("error"), dict):
         _walk_error(response["error"], facts, depth + 1)
 
 
-# Vercel AI Gateway's stream error {"name": "AI_TypeValidationError", "value": {"error_type":
-# ..., "error_message": "{\"error\": ...}"}} holds its upstream's error as the value it
-# turned down; a validation error's "value" is otherwise the request's own (express-validator),
-# read only when it holds an error of its own. So is "data", where a relay that answers with
-# axios's error puts the upstream's body ({"message": "Request failed with status code 400",
-# "data": {"error": ...}, "status": 400, "headers": ...}, juzibot's openai-proxy), and
-# "upstream", where gcligo keeps the body its "upstream error" wraps ({"error": {"message":
-# "upstream error", "details": {"upstream": {"error": ...}}}})
+# An object beside an error's own keys that holds an error of its own is the upstream's
+# answer a gateway passes on, whatever its key: Vercel AI Gateway's stream error {"name":
+# "AI_TypeValidationError", "value": {"error_type": ..., "error_message": "{\"error\": ...}"}}
+# (a validation error's "value" is otherwise the request's own, express-validator's), a relay
+# that answers with axios's error ({"message": "Request failed with status code 400", "data":
+# {"error": ...}, "status": 400, "headers": ...}, juzibot's openai-proxy), gcligo's
+# {"error": {"message": "upstream error", "details": {"upstream": {"error": ...}}}},
+# MemoryRouter's {"error": "Provider error", "provider_error": {"error": ...}}
 _VALUE_ERROR_KEYS: Final = ("error", "error_message", "error_type")
 
 
@@ -319,9 +320,14 @@ def _walk_document(doc: Any, facts: _Facts, depth: int, *, error_status: bool) -
     if _fastapi_error(doc):
         _walk_error(doc, facts, depth)
         return True
-    if doc.get("event") == "error" and isinstance(doc.get("data"), str) and doc["data"]:
-        # Flowise's stream event {"event": "error", "data": "Error: ... 400 {...}"}
-        _add_text(doc["data"], facts, depth)
+    if doc.get("event") == "error":
+        # Flowise's stream event {"event": "error", "data": "Error: ... 400 {...}"}; Dify's
+        # {"event": "error", "code": ..., "status": 400, "message": ...}
+        data = doc.get("data")
+        if isinstance(data, str) and data:
+            _add_text(data, facts, depth)
+        else:
+            _walk_error(doc, facts, depth)
         return True
     choices = doc.get("choices")
     if isinstance(choices, list) and _walk_choices(choices, facts, depth):
@@ -563,14 +569,18 @@ def _error_finish_reply(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
 
 def _holds_error_body(text: str) -> bool:
     """Whether ``text`` holds, from its first brace, a JSON object with an "error"."""
-    start = text.find("{")
+    return _error_body_end(text, text.find("{")) >= 0
+
+
+def _error_body_end(text: str, start: int) -> int:
+    """Where a JSON object with an "error" that starts at ``start`` ends; -1 for none."""
     if start < 0:
-        return False
+        return -1
     try:
-        inner, _ = _decoder.raw_decode(text, start)
+        inner, end = _decoder.raw_decode(text, start)
     except (ValueError, RecursionError):
-        return False
-    return isinstance(inner, dict) and "error" in inner
+        return -1
+    return end if isinstance(inner, dict) and "error" in inner else -1
 
 
 def _first_choice(doc: dict[str, Any]) -> dict[str, Any] | None:
@@ -684,7 +694,8 @@ def _relayed_exception(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
     Google's JS SDK's ("[GoogleGenerativeAI Error]: Error fetching from ... [400 Bad
     Request] ...", zuisong's gemini-openai-proxy), and LibreChat's agents API with the
     openai-node SDK's ("Error: 400 This model's ...", a stream's one chunk that carries
-    its finish reason); LocalAI's legacy completions stream ends
+    its finish reason), Open WebUI's pipelines with a provider's status and body ("Error:
+    400 - {...}", the whole reply); LocalAI's legacy completions stream ends
     in a reply that is its backend's gRPC error ("Internal error: rpc error: code =
     Internal desc = ..."). A model's reply does not start so: read as an error's message,
     with the status it names."""
@@ -696,6 +707,7 @@ def _relayed_exception(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
         _SDK_EXCEPTION_RE.match(text)
         or _GOOGLE_SDK_ERROR_RE.match(text)
         or (_JS_SDK_ERROR_RE.match(text) if _finished_chunk(choice) else None)
+        or _status_and_body(text)
     )
     if match is not None:
         facts.statuses.append(int(match.group(1)))
@@ -703,6 +715,16 @@ def _relayed_exception(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
         return False
     _add_text(text, facts, depth)
     return True
+
+
+def _status_and_body(text: str) -> re.Match[str] | None:
+    """A reply that is wholly "Error: 400 - <the upstream's error body in JSON>", as Open
+    WebUI's pipelines write a provider's refusal (``f"Error: {status} - {body}"``)."""
+    match = _STATUS_AND_BODY_RE.match(text)
+    if match is None:
+        return None
+    end = _error_body_end(text, match.end())
+    return match if end >= 0 and not text[end:].strip() else None
 
 
 def _finished_chunk(choice: dict[str, Any] | None) -> bool:
@@ -788,6 +810,8 @@ _GOOGLE_SDK_ERROR_RE: Final = re.compile(
 # the whole start of a stream's one finished chunk: "\n\nError: 400 <the provider's
 # message>" (LibreChat's agents API)
 _JS_SDK_ERROR_RE: Final = re.compile(r"\s*Error: ([45]\d\d) (?=\S)")
+# an HTTP status and the body it came with, the whole reply (``_status_and_body``)
+_STATUS_AND_BODY_RE: Final = re.compile(r"\s*Error: ([45]\d\d) - (?=\{)")
 # a Go gRPC status as a string, the whole start of a reply ("Internal error: " before it)
 _GRPC_ERROR_RE: Final = re.compile(
     r"\s*(?:[A-Z][a-z]+ error: )?rpc error: code = [A-Z][A-Za-z]+ desc = "
@@ -1100,6 +1124,9 @@ def _sentences(text: str, start: int, end: int) -> str:
 
 
 def _decide(http_status: int, facts: _Facts, patterns: Patterns = ()) -> Overflow | None:
+    named = _exception_status(facts)
+    if named is not None:
+        http_status = named
     never = http_status in _NEVER_STATUSES or any(s in _NEVER_STATUSES for s in facts.statuses)
     if never and (http_status != 403 or facts.statuses or not _forbidden_overflow(facts)):
         return None
@@ -1144,6 +1171,21 @@ def _decide(http_status: int, facts: _Facts, patterns: Patterns = ()) -> Overflo
             # "5012 tokens exceeds the 4096-token context window"
             return Overflow(paired.real, paired.maximum, whole=found.whole)
     return found
+
+
+def _exception_status(facts: _Facts) -> int | None:
+    """The status an error's first message names as the openai SDK's exception, "Error
+    code: 400 - {...}": the upstream's own, which a gateway may have replaced with one it
+    guessed from the words (headroom answers an overflow so with 429 "rate_limit_exceeded"
+    where the text holds "limit", 404 "model_not_found" where it holds "model"). It
+    stands for the wrapper's status, codes and types, which are dropped from ``facts``."""
+    match = _SDK_EXCEPTION_RE.match(facts.texts[0]) if facts.texts else None
+    if match is None:
+        return None
+    named = int(match.group(1))
+    facts.codes.clear()
+    facts.statuses[:] = [named]
+    return named
 
 
 def _unlisted(status: int, facts: _Facts) -> Overflow | None:

@@ -1336,9 +1336,12 @@ _SUSPECT_SUBJECT_RE: Final = _p(
     r"|sequence|request|content)\b|上下文|输入|提示|对话|消息|长度|字数|内容|文本"
 )
 # A 413 that says the request or its payload is too large: a byte limit, which a trim of the
-# history may well bring the body under, so it is worth the probe too.
+# history may well bring the body under, so it is worth the probe too; so is one that asks
+# for the context to be compacted (headroom's compressor, refusing a request too large or
+# too slow to compress: "... on a 504566-byte request — please compact context and retry.")
 _SUSPECT_413_RE: Final = _p(
     r"\b(?:payload|request(?: body| entity)?|body|entity)\b.{0,40}?\b(?:too (?:large|big)|exceed)"
+    r"|\bcompact (?:the |your )?(?:context|conversation|history)\b"
 )
 # A wording's key blanks what changes from one answer to the next: ids (a run of letters and
 # digits mixing both, 8 or more) and numbers.
