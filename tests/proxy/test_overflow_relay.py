@@ -167,6 +167,29 @@ async def test_an_error_inside_a_choice_is_retried(make_stack: MakeStack) -> Non
     assert len(fake.requests) == 2 and resp.headers["x-trimgate-reason"] == "reactive"
 
 
+@pytest.mark.parametrize("ctype", ["text/plain; charset=utf-8", "application/octet-stream"])
+async def test_an_error_event_sent_as_another_type_is_held_as_a_stream(
+    make_stack: MakeStack, ctype: str
+) -> None:
+    # a serverless Bedrock gateway answers a plain request with its stream's error event
+    # and [DONE], under the Lambda's default type: held as a stream, retried
+    frames = [b"data: " + OPENAI_BODY + b"\n\n", b"data: [DONE]\n\n"]
+    fake = FakeProvider().then(
+        Reply(events=frames, headers={"Content-Type": ctype}, event_delay=0.01),
+        json_reply(openai_ok(10)),
+    )
+    stack = await make_stack(fake)
+    resp = await stack.client.post("/v1/chat/completions", json=openai_chat(8, model="gpt-4o"))
+    assert resp.status == 200 and (await resp.json())["choices"][0]["finish_reason"] == "stop"
+    assert len(fake.requests) == 2 and resp.headers["x-trimgate-reason"] == "reactive"
+    # a plain answer that starts otherwise, or an event with no error, goes through once
+    for said in (b"error: " + OPENAI_BODY, b'data: {"note": "no errors here"}\n\n'):
+        fake = FakeProvider().then(Reply(body=said, headers={"Content-Type": ctype}))
+        stack = await make_stack(fake)
+        resp = await stack.client.post("/v1/chat/completions", json=openai_chat(8, model="gpt-4o"))
+        assert resp.status == 200 and await resp.read() == said and len(fake.requests) == 1
+
+
 # Gateways re-wrap the provider's answer: TensorZero nests the provider's raw body in a
 # 502 message, LiteLLM's proxy streams its error as a bare ``data: {"error": ...}`` event,
 # OpenRouter reports it in a choice after a role opener (tests/data/error_corpus.yaml,

@@ -56,7 +56,7 @@ from trimgate.providers.overflow_read import (
     _decide,
     _Facts,
     _has_hint,
-    _never,
+    _never_stated,
     _read_message,
     _stray_texts,
     _suspect,
@@ -266,7 +266,7 @@ def detect_unfixable(status: int, body: bytes) -> bool:
         return False
     if status in _NEVER_STATUSES or any(s in _NEVER_STATUSES for s in facts.statuses):
         return False
-    if facts.codes & _NEVER_CODES or any(map(_never, facts.texts)):
+    if facts.codes & _NEVER_CODES or any(map(_never_stated, facts.texts)):
         return False
     return any(map(_unfixable, facts.texts)) or fields_fill_window(status, facts)
 
@@ -363,8 +363,10 @@ def _raw_json(fields: list[tuple[bytes, bytes]]) -> bytes | None:
             lines.append(field + b":" + value if value else field)
         elif field == b"data" and value.strip() != b"[DONE]":
             lines.append(value)
+        if len(lines) == 1 and lines[0].lstrip()[:1] not in (b"{", b"["):
+            return None  # (not JSON from its start: judged no further)
     text = b"\n".join(lines).strip()
-    if text[:1] not in (b"{", b"[") or _BARE_ERROR_KEY_RE.search(text) is None:
+    if _BARE_ERROR_KEY_RE.search(text) is None:
         return None
     try:
         orjson.loads(text)

@@ -7,10 +7,12 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any, Final
 
 from trimgate.providers.overflow_wordings import (
     _ADVICE_SENTENCE_RE,
+    _ADVICE_TELLS_RE,
     _CLAIM_COUNT_FIRST_RE,
     _CLAIM_FOR_WINDOW_RE,
     _CLAIM_LIMIT_FIRST_RE,
@@ -144,12 +146,14 @@ _EXCEPTION_NAME_RE: Final = re.compile(
 
 
 class _Facts:
-    __slots__ = ("codes", "counts", "room", "statuses", "texts")
+    __slots__ = ("codes", "counts", "named", "room", "statuses", "texts")
 
     def __init__(self) -> None:
         self.texts: list[str] = []
         self.codes: set[str] = set()
         self.statuses: list[int] = []
+        # the status an SDK exception names as the first message (``_walk_error``)
+        self.named: int | None = None
         self.counts: dict[str, int] = {}
         self.room = _TEXT_ROOM
 
@@ -187,12 +191,43 @@ def _walk_error(node: Any, facts: _Facts, depth: int) -> None:
         if isinstance(value, str):
             _add_text(value, facts, depth)
     said = len(facts.texts) > texts  # the object has a message of its own
+    named = _SDK_EXCEPTION_RE.match(facts.texts[texts]) if said else None
+    if named is not None:
+        # the openai SDK's exception, "Error code: 400 - {...}", as its message: the status
+        # it names is the upstream's, and stands for the status, code and type beside it,
+        # the gateway's guess from the words (headroom answers an overflow so with 429
+        # "rate_limit_exceeded" where they hold "limit", 404 "model_not_found" where they
+        # hold "model"); what the exception's own body holds is kept
+        facts.statuses.append(int(named.group(1)))
+        if texts == 0:
+            facts.named = facts.statuses[-1]
+    else:
+        _node_codes(node, facts, depth, said=said)
+    for key, side in _COUNT_FIELDS:
+        value = node.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            facts.counts.setdefault(side, value)
+    for key in _NEST_KEYS:
+        value = node.get(key)
+        if isinstance(value, (dict, list)):
+            _walk_error(value, facts, depth + 1)
+    for key, value in islice(node.items(), _MAX_KEYS):  # an upstream's answer it holds (below)
+        if key in _NEST_KEYS or key in _ECHO_KEYS or key == "response":
+            continue
+        if isinstance(value, dict) and any(inner in value for inner in _VALUE_ERROR_KEYS):
+            _walk_error(value, facts, depth + 1)
+    response = node.get("response")  # Responses API: response.failed carries response.error
+    if isinstance(response, dict) and isinstance(response.get("error"), dict):
+        _walk_error(response["error"], facts, depth + 1)
+
+
+def _node_codes(node: dict[str, Any], facts: _Facts, depth: int, *, said: bool) -> None:
+    """An error object's own codes and statuses; with no message (``said``), a sentence
+    where a code goes is read as the message (Vapor's {"error": true, "reason": "..."})."""
     for key in _CODE_KEYS:
         value = node.get(key)
         if isinstance(value, str):
             if not said and " " in value.strip():
-                # a sentence where a code goes, and no message: read as the message
-                # (Vapor's {"error": true, "reason": "..."})
                 _add_text(value, facts, depth)
             if value:
                 facts.codes.add(value.lower())
@@ -205,22 +240,6 @@ def _walk_error(node: Any, facts: _Facts, depth: int) -> None:
         value = node.get(key)
         if isinstance(value, int) and not isinstance(value, bool) and 100 <= value <= 599:
             facts.statuses.append(value)
-    for key, side in _COUNT_FIELDS:
-        value = node.get(key)
-        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-            facts.counts.setdefault(side, value)
-    for key in _NEST_KEYS:
-        value = node.get(key)
-        if isinstance(value, (dict, list)):
-            _walk_error(value, facts, depth + 1)
-    for key, value in list(node.items())[:_MAX_ITEMS]:  # an upstream's answer it holds (below)
-        if key in _NEST_KEYS or key == "response" or not isinstance(value, dict):
-            continue
-        if any(inner in value for inner in _VALUE_ERROR_KEYS):
-            _walk_error(value, facts, depth + 1)
-    response = node.get("response")  # Responses API: response.failed carries response.error
-    if isinstance(response, dict) and isinstance(response.get("error"), dict):
-        _walk_error(response["error"], facts, depth + 1)
 
 
 # An object beside an error's own keys that holds an error of its own is the upstream's
@@ -230,8 +249,11 @@ def _walk_error(node: Any, facts: _Facts, depth: int) -> None:
 # that answers with axios's error ({"message": "Request failed with status code 400", "data":
 # {"error": ...}, "status": 400, "headers": ...}, juzibot's openai-proxy), gcligo's
 # {"error": {"message": "upstream error", "details": {"upstream": {"error": ...}}}},
-# MemoryRouter's {"error": "Provider error", "provider_error": {"error": ...}}
+# MemoryRouter's {"error": "Provider error", "provider_error": {"error": ...}}; never by a
+# key that echoes the request (``_ECHO_KEYS``: a validation error's offending value may be
+# a client's own {"error": ...}). The first ``_MAX_KEYS`` keys are looked at.
 _VALUE_ERROR_KEYS: Final = ("error", "error_message", "error_type")
+_MAX_KEYS: Final = 32
 
 
 def _stray_texts(node: Any, facts: _Facts, depth: int = 0) -> None:
@@ -327,7 +349,7 @@ def _walk_document(doc: Any, facts: _Facts, depth: int, *, error_status: bool) -
         if isinstance(data, str) and data:
             _add_text(data, facts, depth)
         else:
-            _walk_error(doc, facts, depth)
+            _walk_error(data if isinstance(data, dict) else doc, facts, depth)
         return True
     choices = doc.get("choices")
     if isinstance(choices, list) and _walk_choices(choices, facts, depth):
@@ -546,8 +568,8 @@ def _error_finish_reply(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
     Inference-Service streams its refusal so, as the one chunk after the role's). A whole
     completion so only where it counts no output and its text holds an upstream's error
     body in JSON (RelayFreeLLM: "All retries failed. Last error: [DeepSeek] API Error 400:
-    {"error": ...}"): other text may be the model's, cut short by a failure. Read as an
-    error's message."""
+    {"error": ...}", the body ending the text): other text may be the model's, cut short by
+    a failure. Read as an error's message."""
     choice = _first_choice(doc)
     if choice is None or choice.get("finish_reason") != "error":
         return False
@@ -559,7 +581,7 @@ def _error_finish_reply(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
         text = message.get("content") if isinstance(message, dict) else None
         if not isinstance(text, str) or not _counts_no_completion(doc.get("usage")):
             return False
-        if not _holds_error_body(text):
+        if not _ends_in_error_body(text):
             return False
     if not isinstance(text, str) or not text:
         return False
@@ -567,9 +589,11 @@ def _error_finish_reply(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
     return True
 
 
-def _holds_error_body(text: str) -> bool:
-    """Whether ``text`` holds, from its first brace, a JSON object with an "error"."""
-    return _error_body_end(text, text.find("{")) >= 0
+def _ends_in_error_body(text: str) -> bool:
+    """Whether ``text`` ends in a JSON object with an "error" that starts at its first
+    brace."""
+    end = _error_body_end(text, text.find("{"))
+    return end >= 0 and not text[end:].strip()
 
 
 def _error_body_end(text: str, start: int) -> int:
@@ -707,7 +731,7 @@ def _relayed_exception(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
         _SDK_EXCEPTION_RE.match(text)
         or _GOOGLE_SDK_ERROR_RE.match(text)
         or (_JS_SDK_ERROR_RE.match(text) if _finished_chunk(choice) else None)
-        or _status_and_body(text)
+        or (_status_and_body(text) if _no_output_counted(doc, choice) else None)
     )
     if match is not None:
         facts.statuses.append(int(match.group(1)))
@@ -715,6 +739,14 @@ def _relayed_exception(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
         return False
     _add_text(text, facts, depth)
     return True
+
+
+def _no_output_counted(doc: dict[str, Any], choice: dict[str, Any] | None) -> bool:
+    """A stream's chunk (its usage, if any, is a placeholder), or a whole completion that
+    counts no output token (or carries no usage)."""
+    if choice is not None and isinstance(choice.get("delta"), dict):
+        return True
+    return _counts_no_completion(doc.get("usage"))
 
 
 def _status_and_body(text: str) -> re.Match[str] | None:
@@ -831,24 +863,33 @@ def _never(text: str) -> bool:
 
 def _never_stated(text: str) -> bool:
     """``_never`` in the sentences that state the error: the first, and any after it but
-    advice. Where an overflow is read, advice may name what it is not ("Add more API keys
-    or wait for rate limits to reset"); where none is, advice is often all that tells a
-    rate limit or a refusal (a suspect's ``_never`` reads it whole)."""
+    advice (``_advice``). Where an overflow is read (or one no trim can fix), advice may
+    name what it is not ("Add more API keys or wait for rate limits to reset"); where none
+    is, advice is often all that tells a rate limit or a refusal, and a suspect's, or a
+    403's, ``_never`` reads it whole."""
     return _never(text) and _never(_without_advice(text))
 
 
 def _without_advice(text: str) -> str:
-    """``text`` without its sentences of advice (``_ADVICE_SENTENCE_RE``) after the first."""
+    """``text`` without its sentences of advice (``_ADVICE_SENTENCE_RE``) after the first,
+    but those that name a quota, a rate per period, credits, billing or a tier
+    (``_ADVICE_TELLS_RE``): "Contact support to increase your quota." tells a quota."""
     kept: list[str] = []
     start = 0
-    for end in _SENTENCE_END_RE.finditer(text):
-        sentence = text[start : end.end()]
-        if not kept or _ADVICE_SENTENCE_RE.match(sentence) is None:
+    for end in [*_SENTENCE_END_RE.finditer(text), None]:
+        sentence = text[start : end.end() if end is not None else len(text)]
+        if not kept or not _advice(sentence):
             kept.append(sentence)
-        start = end.end()
-    if not kept or _ADVICE_SENTENCE_RE.match(text, start) is None:
-        kept.append(text[start:])
+        if end is not None:
+            start = end.end()
     return "".join(kept)
+
+
+def _advice(sentence: str) -> bool:
+    return (
+        _ADVICE_SENTENCE_RE.match(sentence) is not None
+        and _ADVICE_TELLS_RE.search(sentence) is None
+    )
 
 
 def _strong(text: str) -> bool:
@@ -1124,9 +1165,8 @@ def _sentences(text: str, start: int, end: int) -> str:
 
 
 def _decide(http_status: int, facts: _Facts, patterns: Patterns = ()) -> Overflow | None:
-    named = _exception_status(facts)
-    if named is not None:
-        http_status = named
+    if facts.named is not None:
+        http_status = facts.named
     never = http_status in _NEVER_STATUSES or any(s in _NEVER_STATUSES for s in facts.statuses)
     if never and (http_status != 403 or facts.statuses or not _forbidden_overflow(facts)):
         return None
@@ -1171,21 +1211,6 @@ def _decide(http_status: int, facts: _Facts, patterns: Patterns = ()) -> Overflo
             # "5012 tokens exceeds the 4096-token context window"
             return Overflow(paired.real, paired.maximum, whole=found.whole)
     return found
-
-
-def _exception_status(facts: _Facts) -> int | None:
-    """The status an error's first message names as the openai SDK's exception, "Error
-    code: 400 - {...}": the upstream's own, which a gateway may have replaced with one it
-    guessed from the words (headroom answers an overflow so with 429 "rate_limit_exceeded"
-    where the text holds "limit", 404 "model_not_found" where it holds "model"). It
-    stands for the wrapper's status, codes and types, which are dropped from ``facts``."""
-    match = _SDK_EXCEPTION_RE.match(facts.texts[0]) if facts.texts else None
-    if match is None:
-        return None
-    named = int(match.group(1))
-    facts.codes.clear()
-    facts.statuses[:] = [named]
-    return named
 
 
 def _unlisted(status: int, facts: _Facts) -> Overflow | None:

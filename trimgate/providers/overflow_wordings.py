@@ -1064,9 +1064,16 @@ _NEVER_WORDS: Final = (
 # A sentence of advice, after the one that states the error: what a client may do next.
 # ``_never`` does not judge it, so an overflow's advice may name keys or rate limits
 # (freellmapi: "The request is too large for every available candidate's context/token
-# window. ... Add more API keys or wait for rate limits to reset.").
+# window. ... Add more API keys or wait for rate limits to reset."). Not "Try again in
+# 20s" or "Retry after ...": waiting is how a rate limit is fixed, never an overflow.
 _ADVICE_SENTENCE_RE: Final = re.compile(
-    r"\s*(?:please\s+)?(?:add|enable|configure|consider|contact|try|retry)\b", re.IGNORECASE
+    r"\s*(?:please\s+)?(?:add|enable|configure|consider|contact)\b", re.IGNORECASE
+)
+# ... unless it names a quota, a rate per period, credits, billing or a plan's tier
+_ADVICE_TELLS_RE: Final = re.compile(
+    r"quota|\bper (?:sec(?:ond)?|min(?:ute)?|hour|day)\b|\b(?:tpm|rpm|tpd|rpd)\b|credit"
+    r"|billing|\btier\b|balance",
+    re.IGNORECASE,
 )
 # ``_RATE_RE`` runs only on a message holding one of these (it is a long alternation too).
 _RATE_HINTS: Final = (
@@ -1212,8 +1219,9 @@ _LIMIT_PAREN_RE: Final = _p(
 # A sum or a product of counts ("1999 + 50 > 2048", tabbyAPI's "Total cache allocated is
 # 32 * 256 = 8192 tokens"): its parts are neither a prompt nor a window.
 _SUM_RE: Final = re.compile(r"\d\)?\s*[+*×]\s*\(?\d")
-# ... and not an error's own code or status ("code": 400 in JSON quoted inside a message)
-_CODE_COUNT_RE: Final = _p(r"(?:code|status)\W{0,4}$")
+# ... and not an error's own code or status ("code": 400 in JSON quoted inside a message,
+# "HTTP 400 (invalid_request_error: ...)" as the OpenAI .NET SDK's exception starts)
+_CODE_COUNT_RE: Final = _p(r"(?:code|status|http)\W{0,4}$")
 # ... nor an HTTP status a message quotes ("400 Bad Request: Too many input tokens ...")
 _STATUS_COUNT_RE: Final = _p(
     r"[ \t]*\(?(?:bad ?request|unprocessable|payload too large|request entity too large"

@@ -105,7 +105,18 @@ async def sniff_overflow(codec: Codec, resp: up.Answer, patterns: Patterns = ())
         if complete and may_state_error(head):
             return _judge(codec, resp, head, head, patterns, suspect=False)
         return Attempt(resp, head, None)
+    if ctype.startswith(_UNTYPED) or not ctype:
+        # an event stream sent as another type, its first event an error (a serverless
+        # gateway's Lambda answers a plain request so, as octet-stream): held as a stream
+        head, _ = await up.read_head(resp, 0)
+        if _SSE_START.match(head) is None or b"error" not in head:
+            return Attempt(resp, head, None)
+        return await _sniff_stream(codec, resp, patterns, head)
     return Attempt(resp, b"", None)
+
+
+_UNTYPED = ("text/plain", "application/octet-stream")
+_SSE_START = re.compile(rb"\s*(?:data|event)[ \t]*:")
 
 
 def _judge(
@@ -158,13 +169,16 @@ def _may_be_error(first: bytes, length: int | None) -> bool:
     return length is not None and length <= SMALL_JSON_LIMIT
 
 
-async def _sniff_stream(codec: Codec, resp: up.Answer, patterns: Patterns) -> Attempt:
+async def _sniff_stream(
+    codec: Codec, resp: up.Answer, patterns: Patterns, first: bytes = b""
+) -> Attempt:
     """Hold a 200 stream's events until the first one with output (a role-only opener,
     lifecycle events and comments are held with it), checking each complete event for an
     overflow; past ``STREAM_HOLD_LIMIT`` bytes or ``STREAM_HOLD_SECONDS`` without output,
     the stream is relayed. A stream that ends within the hold holding only text, no SSE
-    line, is read as an error written raw into it (``detect_bare_stream_overflow``)."""
-    buf = bytearray()
+    line, is read as an error written raw into it (``detect_bare_stream_overflow``).
+    ``first``: what was read of it already."""
+    buf = bytearray(first)
     hold = asyncio.timeout(STREAM_HOLD_SECONDS)  # one timer for the whole hold
     try:
         async with hold:
@@ -184,23 +198,9 @@ async def _sniff_stream(codec: Codec, resp: up.Answer, patterns: Patterns) -> At
 async def _hold_stream(
     codec: Codec, resp: up.Answer, patterns: Patterns, buf: bytearray
 ) -> tuple[bytes, Overflow | None, bool]:
-    scanned = 0  # the start of the first event not yet judged
+    scanned = search = 0  # the start of the first event not yet judged; where to look
     held = ""  # the kind of a reply in an overflow's words held (once a stream), if any
-    while len(buf) <= STREAM_HOLD_LIMIT:
-        chunk = await resp.readany()
-        if not chunk:  # the stream ended before any output
-            tail = bytes(buf[scanned:])  # a last event without its blank line
-            found, unfixable = None, False
-            if tail.strip():
-                found = codec.detect_stream_event_overflow(
-                    tail, output_started=False, patterns=patterns
-                )
-                unfixable = found is None and _unfixable_event(tail)
-            if found is None and not unfixable:  # bare text: an error written raw into it
-                found = codec.detect_bare_stream_overflow(bytes(buf), patterns)
-            return bytes(buf), found, unfixable
-        search = max(scanned, len(buf) - 3)
-        buf += chunk
+    while True:
         while (end := _event_end(buf, search)) is not None:
             block = bytes(buf[scanned : end[0]])
             scanned = search = end[1]
@@ -218,7 +218,22 @@ async def _hold_stream(
                 return bytes(buf), codec.detect_stream_overflow(bytes(buf), patterns), False
             if said in HELD_REPLIES:
                 held = said
-    return bytes(buf), None, False
+        if len(buf) > STREAM_HOLD_LIMIT:
+            return bytes(buf), None, False
+        chunk = await resp.readany()
+        if not chunk:  # the stream ended before any output
+            tail = bytes(buf[scanned:])  # a last event without its blank line
+            found, unfixable = None, False
+            if tail.strip():
+                found = codec.detect_stream_event_overflow(
+                    tail, output_started=False, patterns=patterns
+                )
+                unfixable = found is None and _unfixable_event(tail)
+            if found is None and not unfixable:  # bare text: an error written raw into it
+                found = codec.detect_bare_stream_overflow(bytes(buf), patterns)
+            return bytes(buf), found, unfixable
+        search = max(scanned, len(buf) - 3)
+        buf += chunk
 
 
 def _unfixable_event(block: bytes) -> bool:
