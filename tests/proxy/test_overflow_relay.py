@@ -823,6 +823,8 @@ SPOOFERS = (
     "gemini-openai-proxy (zuisong",
     "GPT4All desktop",
     "RelayFreeLLM",
+    "Apple-Intelligence-API",
+    "gomcptest",
 )
 SPOOFED = {e["id"]: e for e in CORPUS if e["server"].startswith(SPOOFERS) and e["status"] == 200}
 
@@ -834,7 +836,8 @@ async def test_an_error_sent_as_a_200_completion_is_read_as_its_status_says(
     # oai-reverse-proxy sends its own errors as a completion whose reply text is the
     # error, Argonne's FIRST as a chunk of its own id, zuisong's proxy Google's SDK error
     # as the reply, GPT4All its backend's refusal, RelayFreeLLM its last upstream's error
-    # body after "All retries failed": an overflow is retried, anything else
+    # body after "All retries failed", Apple-Intelligence-API "Error: <its refusal>",
+    # gomcptest its own words around the upstream's: an overflow is retried, anything else
     # (a quota, a safety block) goes back as it came
     entry = SPOOFED[ident]
     raw = entry["body"].encode()

@@ -56,6 +56,7 @@ from trimgate.providers.overflow_read import (
     _decide,
     _Facts,
     _has_hint,
+    _is_zero,
     _never_stated,
     _read_message,
     _stray_texts,
@@ -172,6 +173,7 @@ _REPLY_ERROR_MARKS: Final = (
     b"[GoogleGenerativeAI Error]",
     b"ERROR: The prompt size exceeds",
     b'"[Error: ',  # a gateway's error as the whole reply (codex-pool)
+    b'"Error: ',  # ... or a server's, one line (Apple-Intelligence-API)
 )
 
 
@@ -442,10 +444,6 @@ def _closes_held(held: str, doc: dict[str, Any]) -> bool:
     if held == FRAMED:
         return isinstance(usage, dict) and _is_zero(usage.get("output_tokens"))
     return held == WORDED and _counts_no_output(usage)
-
-
-def _is_zero(count: Any) -> bool:
-    return type(count) is int and count == 0
 
 
 def _counts_no_output(usage: Any) -> bool:

@@ -519,6 +519,7 @@ def _error_as_reply(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
         or _engine_status_reply(doc, facts, depth)
         or _error_finish_reply(doc, facts, depth)
         or _bracketed_error(doc, facts, depth)
+        or _error_line_reply(doc, facts, depth)
     )
 
 
@@ -544,6 +545,33 @@ def _bracketed_error(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
     return True
 
 
+def _error_line_reply(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
+    """A server's error written as the whole reply, one sentence "Error: <its message>"
+    (Apple-Intelligence-API answers the on-device model's refusal so, "Error: Exceeded
+    context window size.", with finish_reason "length"), where no model wrote it: as for
+    the bracketed form, a completion that counts no output token (or carries no usage), a
+    chunk that carries its finish reason beside the whole text. Read as an error's
+    message."""
+    choice = _first_choice(doc)
+    if choice is None:
+        return False
+    text = _reply_text(choice)
+    match = _ERROR_LINE_RE.fullmatch(text) if isinstance(text, str) else None
+    if match is None:
+        return False
+    if isinstance(choice.get("delta"), dict):
+        if not _finished_chunk(choice):
+            return False
+    elif not _counts_no_completion(doc.get("usage")):
+        return False
+    _add_text(match.group(1), facts, depth)
+    return True
+
+
+# (one sentence, no JSON or list in it: a model's answer that starts so says more)
+_ERROR_LINE_RE: Final = re.compile(r"Error: ([^\n.!?{}\[\]]{1,200}[.!?]?)\s*")
+
+
 def bracketed_error(text: str) -> str | None:
     """The message of a reply that is wholly "[Error: <message>]", else None."""
     if not text.startswith("[Error: "):
@@ -566,10 +594,12 @@ def _error_finish_reply(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
     """A reply that finishes with ``"error"`` and holds no error object. A stream's chunk
     so, read before any output: its text is the whole reply, the server's error (LLM-
     Inference-Service streams its refusal so, as the one chunk after the role's). A whole
-    completion so only where it counts no output and its text holds an upstream's error
-    body in JSON (RelayFreeLLM: "All retries failed. Last error: [DeepSeek] API Error 400:
-    {"error": ...}", the body ending the text): other text may be the model's, cut short by
-    a failure. Read as an error's message."""
+    completion so only where no model wrote it: its usage counts 0 output tokens
+    (gomcptest's "I encountered an error ... Error details: cannot generate content: Error
+    400, Message: The input token count (P) exceeds ..."), or it carries no usage and its
+    text ends in an upstream's error body in JSON (RelayFreeLLM: "All retries failed. Last
+    error: [DeepSeek] API Error 400: {"error": ...}"); other text may be the model's, cut
+    short by a failure. Read as an error's message."""
     choice = _first_choice(doc)
     if choice is None or choice.get("finish_reason") != "error":
         return False
@@ -579,14 +609,20 @@ def _error_finish_reply(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
     else:
         message = choice.get("message")
         text = message.get("content") if isinstance(message, dict) else None
-        if not isinstance(text, str) or not _counts_no_completion(doc.get("usage")):
+        usage = doc.get("usage")
+        if not isinstance(text, str) or not _counts_no_completion(usage):
             return False
-        if not _ends_in_error_body(text):
+        counted = isinstance(usage, dict) and _is_zero(usage.get("completion_tokens"))
+        if not counted and not _ends_in_error_body(text):
             return False
     if not isinstance(text, str) or not text:
         return False
     _add_text(text, facts, depth)
     return True
+
+
+def _is_zero(count: Any) -> bool:
+    return type(count) is int and count == 0
 
 
 def _ends_in_error_body(text: str) -> bool:

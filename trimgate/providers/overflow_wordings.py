@@ -887,7 +887,8 @@ _ITEM_OUTPUT_AFTER_RE: Final = _p(
 )
 _ITEM_OUTPUT_BEFORE_RE: Final = _p(
     # ("you have set the `max_tokens` to C", ms-swift)
-    r"(?:output tokens length is|max_new_tokens\s*+=?+"
+    # ("+ max_new_tokens (C) exceeds max_seq_len (L)", paladin8's infer)
+    r"(?:output tokens length is|max_new_tokens\s*+[=(]?+"
     r"|max[_ ]tokens`?(?: value)?(?: to| is)?\s*+[:=(]?+\s*+\(?+"
     r"|max_(?:completion_)?tokens'? is too large:|(?:completion|output)\s*+\(|output reserves)"
     r"\s*+" + _ITEM_N
