@@ -190,6 +190,22 @@ async def test_an_error_event_sent_as_another_type_is_held_as_a_stream(
         assert resp.status == 200 and await resp.read() == said and len(fake.requests) == 1
 
 
+async def test_a_plain_answer_slow_to_start_is_not_held_past_the_hold(
+    make_stack: MakeStack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a text/plain answer whose first byte comes late: its head goes out within the hold
+    monkeypatch.setattr(relay, "STREAM_HOLD_SECONDS", 0.2)
+    late = Reply(events=[b"", b"a plain answer"], headers={"Content-Type": "text/plain"})
+    late.event_delay = 0.6
+    fake = FakeProvider().then(late)
+    stack = await make_stack(fake)
+    started = time.monotonic()
+    resp = await stack.client.post("/v1/chat/completions", json=openai_chat(8, model="gpt-4o"))
+    head_after = time.monotonic() - started
+    assert resp.status == 200 and await resp.read() == b"a plain answer"
+    assert head_after < 0.5 < time.monotonic() - started and len(fake.requests) == 1
+
+
 # Gateways re-wrap the provider's answer: TensorZero nests the provider's raw body in a
 # 502 message, LiteLLM's proxy streams its error as a bare ``data: {"error": ...}`` event,
 # OpenRouter reports it in a choice after a role opener (tests/data/error_corpus.yaml,

@@ -360,13 +360,19 @@ def _raw_json(fields: list[tuple[bytes, bytes]]) -> bytes | None:
     if all(field in _SSE_FIELDS for field, _ in fields):
         return None
     lines: list[bytes] = []
+    started = False  # a line with text seen: it starts as JSON does
     for field, value in fields:
         if field not in _SSE_FIELDS:
-            lines.append(field + b":" + value if value else field)
+            line = field + b":" + value if value else field
         elif field == b"data" and value.strip() != b"[DONE]":
-            lines.append(value)
-        if len(lines) == 1 and lines[0].lstrip()[:1] not in (b"{", b"["):
-            return None  # (not JSON from its start: judged no further)
+            line = value
+        else:
+            continue
+        lines.append(line)
+        if not started and line.strip():
+            if line.lstrip()[:1] not in (b"{", b"["):
+                return None  # (not JSON from its start: judged no further)
+            started = True
     text = b"\n".join(lines).strip()
     if _BARE_ERROR_KEY_RE.search(text) is None:
         return None

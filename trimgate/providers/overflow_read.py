@@ -212,7 +212,7 @@ def _walk_error(node: Any, facts: _Facts, depth: int) -> None:
         if isinstance(value, (dict, list)):
             _walk_error(value, facts, depth + 1)
     for key, value in islice(node.items(), _MAX_KEYS):  # an upstream's answer it holds (below)
-        if key in _NEST_KEYS or key in _ECHO_KEYS or key == "response":
+        if key in _NEST_KEYS or _UPSTREAM_KEY_RE.fullmatch(key) is None:
             continue
         if isinstance(value, dict) and any(inner in value for inner in _VALUE_ERROR_KEYS):
             _walk_error(value, facts, depth + 1)
@@ -249,9 +249,13 @@ def _node_codes(node: dict[str, Any], facts: _Facts, depth: int, *, said: bool) 
 # that answers with axios's error ({"message": "Request failed with status code 400", "data":
 # {"error": ...}, "status": 400, "headers": ...}, juzibot's openai-proxy), gcligo's
 # {"error": {"message": "upstream error", "details": {"upstream": {"error": ...}}}},
-# MemoryRouter's {"error": "Provider error", "provider_error": {"error": ...}}; never by a
-# key that echoes the request (``_ECHO_KEYS``: a validation error's offending value may be
+# MemoryRouter's {"error": "Provider error", "provider_error": {"error": ...}}: a key that
+# names a value, the data, an upstream, a provider, an original, a cause or an error, never
+# one that may echo the request (a validation error's "input", "body", "payload"... may hold
 # a client's own {"error": ...}). The first ``_MAX_KEYS`` keys are looked at.
+_UPSTREAM_KEY_RE: Final = re.compile(
+    r"value|data|cause|(?:upstream|provider|original|inner)\w*|\w*error\w*", re.IGNORECASE
+)
 _VALUE_ERROR_KEYS: Final = ("error", "error_message", "error_type")
 _MAX_KEYS: Final = 32
 
@@ -548,12 +552,13 @@ def _bracketed_error(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
 def _error_line_reply(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
     """A server's error written as the whole reply, one sentence "Error: <its message>"
     (Apple-Intelligence-API answers the on-device model's refusal so, "Error: Exceeded
-    context window size.", with finish_reason "length"), where no model wrote it: as for
-    the bracketed form, a completion that counts no output token (or carries no usage), a
+    context window size.", with finish_reason "length"), where no model wrote it: finished
+    "length" or "error" (a model's complete sentence finishes "stop"), and, as for the
+    bracketed form, a completion that counts no output token (or carries no usage), or a
     chunk that carries its finish reason beside the whole text. Read as an error's
     message."""
     choice = _first_choice(doc)
-    if choice is None:
+    if choice is None or choice.get("finish_reason") not in ("length", "error"):
         return False
     text = _reply_text(choice)
     match = _ERROR_LINE_RE.fullmatch(text) if isinstance(text, str) else None
@@ -584,10 +589,16 @@ _BRACKETED_ERROR_RE: Final = re.compile(r"\[Error: ([^\[\]]+)\]\s*", re.DOTALL)
 
 
 def _counts_no_completion(usage: Any) -> bool:
-    """A whole completion's usage that counts no output token, or no usage at all."""
-    if usage is None:
+    """A whole completion's usage that counts no output token (``completion_tokens`` or
+    ``output_tokens`` 0), or no usage at all (none, or an empty object); a usage that
+    counts output some other way, or not at all, is no sign either way: False."""
+    if usage is None or usage == {}:
         return True
-    return isinstance(usage, dict) and usage.get("completion_tokens") in (None, 0)
+    if not isinstance(usage, dict):
+        return False
+    counts = [usage.get(key) for key in ("completion_tokens", "output_tokens")]
+    stated = [count for count in counts if count is not None]
+    return bool(stated) and all(_is_zero(count) for count in stated)
 
 
 def _error_finish_reply(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
@@ -899,11 +910,21 @@ def _never(text: str) -> bool:
 
 def _never_stated(text: str) -> bool:
     """``_never`` in the sentences that state the error: the first, and any after it but
-    advice (``_advice``). Where an overflow is read (or one no trim can fix), advice may
-    name what it is not ("Add more API keys or wait for rate limits to reset"); where none
-    is, advice is often all that tells a rate limit or a refusal, and a suspect's, or a
-    403's, ``_never`` reads it whole."""
-    return _never(text) and _never(_without_advice(text))
+    advice (``_advice``), in a message that names the context window. Where an overflow is
+    read (or one no trim can fix), advice may name what it is not ("Add more API keys or
+    wait for rate limits to reset"); where none is, or the window goes unnamed ("45000
+    tokens exceeds the limit of 30000 tokens. Consider upgrading your plan for higher rate
+    limits."), advice is often all that tells a rate limit or a refusal, and a suspect's,
+    or a 403's, ``_never`` reads it whole."""
+    if not _never(text):
+        return False
+    if _WINDOW_NAME_RE.search(text) is None and _CONTEXT_WINDOW_RE.search(text) is None:
+        return True  # advice is let pass only beside words that name the context window
+    return _never(_without_advice(text))
+
+
+# "context window", also "context/token window" (freellmapi)
+_CONTEXT_WINDOW_RE: Final = re.compile(r"\bcontext\S{0,12}\s?window\b", re.IGNORECASE)
 
 
 def _without_advice(text: str) -> str:
@@ -1309,13 +1330,15 @@ def _overflow_code(codes: set[str], texts: list[str]) -> bool:
     """A listed overflow code, or one no table lists that reads as one: a prompt-side
     subject and an excess, no output, rate, quota, byte or media word, and no message
     beside it that names an output (KoboldAI's ``token_overflow`` says "Your Max Tokens
-    setting is too low")."""
+    setting is too low") or a size in bytes."""
     if codes & _OVERFLOW_CODES:
         # ... unless its message is about an output setting alone (vllm-lite sends the code
         # with "max_tokens (1000000) exceeds the server's default generation ceiling")
         return not any(map(_output_alone, texts))
     if any(_OUTPUT_WORD_RE.search(text) is not None for text in texts):
         return False
+    if any(_SIZE_UNIT_RE.search(text) is not None for text in texts):
+        return False  # a limit in bytes (SMG's "asr_prompt_too_long": "... 4096 bytes")
     for code in codes:
         if len(code) > _MAX_CODE_LENGTH:
             continue
@@ -1327,6 +1350,11 @@ def _overflow_code(codes: set[str], texts: list[str]) -> bool:
         ):
             return True
     return False
+
+
+# a count of bytes (not a memory size beside a count of tokens: vmlx's "Prompt too long (~34,354
+# tokens estimated). This would need ~13.4GB of KV cache memory")
+_SIZE_UNIT_RE: Final = re.compile(r"\d[\d,]* ?bytes?\b", re.IGNORECASE)
 
 
 def _output_alone(text: str) -> bool:

@@ -948,8 +948,10 @@ _GEN_SHAPE_EXCLUDE: Final = (
     r"\bbytes?\b|\b[kmg]i?b\b|\d ?[kmg]i?b\b|megabytes|\bjson\b"
     r"|image|audio|video|file|attachment|document|pdf"
     r"|payload|request body|body size|string too long|expected a string|array too long"
-    # (a tool's input counted in the prompt is not a tool limit: "3555 of tool input")
-    r"|\bitems?\b|(?<!of )\btools?\b|function|schema|stop (?:sequences?|tokens?|words?)"
+    # (a tool's input counted in the prompt is not a tool limit: "3555 of tool input"; a
+    # count of elements: "'input' array is too large, must be less than 2048 elements")
+    r"|\bitems?\b|\belements\b|(?<!of )\btools?\b|function|schema"
+    r"|stop (?:sequences?|tokens?|words?)"
     # the number of choices ("n=32 which exceeds the maximum", "The n 256 exceeds the
     # maximum supported choices")
     r"|\bn\b must|\bn ?= ?\d|\bchoices\b"

@@ -108,7 +108,14 @@ async def sniff_overflow(codec: Codec, resp: up.Answer, patterns: Patterns = ())
     if ctype.startswith(_UNTYPED) or not ctype:
         # an event stream sent as another type, its first event an error (a serverless
         # gateway's Lambda answers a plain request so, as octet-stream): held as a stream
-        head, _ = await up.read_head(resp, 0)
+        first = asyncio.timeout(STREAM_HOLD_SECONDS)  # a slow first byte: the head goes out
+        try:
+            async with first:
+                head, _ = await up.read_head(resp, 0)
+        except TimeoutError:
+            if not first.expired():
+                raise  # the upstream's own read timeout
+            return Attempt(resp, b"", None)
         if _SSE_START.match(head) is None or b"error" not in head:
             return Attempt(resp, head, None)
         return await _sniff_stream(codec, resp, patterns, head)
