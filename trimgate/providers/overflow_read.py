@@ -242,8 +242,8 @@ def _node_codes(node: dict[str, Any], facts: _Facts, depth: int, *, said: bool) 
             facts.statuses.append(value)
 
 
-# An object beside an error's own keys that holds an error of its own is the upstream's
-# answer a gateway passes on, whatever its key: Vercel AI Gateway's stream error {"name":
+# An object beside an error's own keys that holds an error of its own, under a key that
+# names an upstream's answer, is the one a gateway passes on: Vercel AI Gateway's {"name":
 # "AI_TypeValidationError", "value": {"error_type": ..., "error_message": "{\"error\": ...}"}}
 # (a validation error's "value" is otherwise the request's own, express-validator's), a relay
 # that answers with axios's error ({"message": "Request failed with status code 400", "data":
@@ -538,15 +538,19 @@ def _bracketed_error(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
         return False
     text = _reply_text(choice)
     inner = bracketed_error(text) if isinstance(text, str) else None
-    if inner is None:
-        return False
-    if isinstance(choice.get("delta"), dict):
-        if not _finished_chunk(choice):
-            return False
-    elif not _counts_no_completion(doc.get("usage")):
+    if inner is None or not _sent_whole(doc, choice):
         return False
     _add_text(inner, facts, depth)
     return True
+
+
+def _sent_whole(doc: dict[str, Any], choice: dict[str, Any]) -> bool:
+    """A reply no model wrote token by token: a chunk that carries its finish reason beside
+    the whole text, or a whole completion that counts no output token (or carries no
+    usage)."""
+    if isinstance(choice.get("delta"), dict):
+        return _finished_chunk(choice)
+    return _counts_no_completion(doc.get("usage"))
 
 
 def _error_line_reply(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
@@ -562,12 +566,7 @@ def _error_line_reply(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
         return False
     text = _reply_text(choice)
     match = _ERROR_LINE_RE.fullmatch(text) if isinstance(text, str) else None
-    if match is None:
-        return False
-    if isinstance(choice.get("delta"), dict):
-        if not _finished_chunk(choice):
-            return False
-    elif not _counts_no_completion(doc.get("usage")):
+    if match is None or not _sent_whole(doc, choice):
         return False
     _add_text(match.group(1), facts, depth)
     return True
@@ -1354,7 +1353,8 @@ def _overflow_code(codes: set[str], texts: list[str]) -> bool:
 
 # a count of bytes (not a memory size beside a count of tokens: vmlx's "Prompt too long (~34,354
 # tokens estimated). This would need ~13.4GB of KV cache memory")
-_SIZE_UNIT_RE: Final = re.compile(r"\d[\d,]* ?bytes?\b", re.IGNORECASE)
+# (a number's start only, taken whole: a run of 4,000 digits is no quadratic scan)
+_SIZE_UNIT_RE: Final = re.compile(r"(?<![\d,])\d[\d,]*+ ?bytes?\b", re.IGNORECASE)
 
 
 def _output_alone(text: str) -> bool:
