@@ -622,8 +622,8 @@ def _error_finish_reply(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
         usage = doc.get("usage")
         if not isinstance(text, str) or not _counts_no_completion(usage):
             return False
-        counted = isinstance(usage, dict) and _is_zero(usage.get("completion_tokens"))
-        if not counted and not _ends_in_error_body(text):
+        # (past that check, a usage at all states 0 output tokens)
+        if not usage and not _ends_in_error_body(text):
             return False
     if not isinstance(text, str) or not text:
         return False
