@@ -498,6 +498,69 @@ def test_an_engine_status_as_the_reply_is_read_only_where_no_model_wrote_it() ->
     assert read(completion("It said: " + said, "error")) is None
 
 
+def test_an_on_device_servers_refusal_as_the_whole_reply_is_read() -> None:
+    # servers over Apple's on-device model write its refusal as the reply, finished "stop"
+    # (afm-server as "Error: <description>", maclocal-api its own notice with the counts)
+    notice = (
+        "\u26a0\ufe0f **Context window exceeded**\n\nYour conversation has 4215 tokens but "
+        "the maximum is 4096.\n\nPlease start a new conversation or reduce the message length."
+    )
+
+    def reply(text: str) -> dict[str, Any]:
+        return {
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {"completion_tokens": 10},
+        }
+
+    def chunks(text: str) -> bytes:
+        first = {"choices": [{"index": 0, "delta": {"role": "assistant", "content": text}}]}
+        last = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+        return _sse(first, last) + b"data: [DONE]\n\n"
+
+    def read(doc: dict[str, Any]) -> Overflow | None:
+        return detect_overflow(200, orjson.dumps(doc), wire_format="openai")
+
+    said = "Error: Exceeded model context window size"
+    assert read(reply(said)) == Overflow(None, None)
+    assert read(reply(notice)) == Overflow(4215, 4096)
+    assert detect_stream_overflow(chunks(notice), wire_format="openai") == Overflow(4215, 4096)
+    # words around them, or the notice's words in a reply of a model's own: a reply
+    for text in (
+        "It said: " + said,
+        said + ". Try a shorter prompt.",
+        "Context window exceeded: your conversation has 4215 tokens but the maximum is 4096.",
+        notice + "\n\nIn short, start again.",
+    ):
+        assert read(reply(text)) is None, text
+        assert detect_stream_overflow(chunks(text), wire_format="openai") is None, text
+
+
+@pytest.mark.parametrize("status", [400, 500])
+def test_a_servers_own_history_cut_that_cannot_fit_is_an_overflow(status: int) -> None:
+    # node-llama-cpp's context shift (relayed as a 500 by the servers on it), and a server
+    # that compacts the conversation itself: the newest turns alone do not fit
+    for message in (
+        "Failed to compress chat history for context shift due to a too long prompt or system "
+        "message that cannot be compressed without affecting the generation quality. Consider "
+        "increasing the context size or shortening the long prompt or system message.",
+        "unable to compact conversation to the context window",
+    ):
+        got = detect_overflow(status, _error_body(message), wire_format="openai")
+        assert got == Overflow(None, None), message
+    for message in (
+        "failed to compress the response: context deadline exceeded",  # a timeout
+        "unable to truncate prompt: the tokenizer is not loaded",  # no window
+        "cannot compress messages in the context of a tool call: invalid schema",  # a shape
+    ):
+        assert detect_overflow(status, _error_body(message), wire_format="openai") is None
+
+
 def test_html_pages_are_never_read() -> None:
     page = (
         b"<html><body><h1>400 Bad Request</h1><p>This model's maximum context length is 10 "
@@ -2297,6 +2360,31 @@ def test_generic_rule_never_fires_on_look_alikes(message: str) -> None:
             "[type=less_than_equal, input_value=20000, input_type=int]",
             Overflow(20000, 8192),
         ),
+        (  # GopherLLM, as plain text: a prompt at or over the window
+            "prompt (9412 tokens) leaves no room to generate within the model's context length "
+            "(8192)",
+            Overflow(9412, 8192),
+        ),
+        (  # jitllm: the prompt's characters beside its tokens are no character limit
+            "prompt is about 9000 tokens (36000 characters), which does not fit a context of "
+            "8192 tokens.",
+            Overflow(9000, 8192),
+        ),
+        (  # TCQ-shim: the prompt and max_tokens itemised, or the prompt alone
+            "Requested 2762 (prompt) + 1024 (max_tokens) = 3786 tokens exceeds the context "
+            "window of 2048 tokens. Reduce max_tokens, shorten the prompt, or restart the "
+            "server with a larger --ctx-size.",
+            Overflow(2762, 1024),
+        ),
+        (
+            "Requested 3000 (prompt) tokens exceeds the context window of 2048 tokens.",
+            Overflow(3000, 2048),
+        ),
+        (  # vllm-rust's character check: the window less max_tokens, the prompt in characters
+            "prompt too long: 61234 characters exceeds the maximum of 49152 characters "
+            "(max_model_len=4096, max_tokens=1024)",
+            Overflow(None, 3072),
+        ),
     ],
 )
 def test_counts_of_new_wordings(message: str, expected: Overflow) -> None:
@@ -2636,6 +2724,8 @@ def test_a_thinking_budget_is_an_output_setting_not_a_suspect() -> None:
         "Please make the prompt shorter or reduce the number of tokens to generate.",
         "AiError: Ai: The estimated number of input and maximum output tokens (208453) exceeded "
         "this model context window limit (65536).",
+        # jitllm: the prompt's count between it and the reservation
+        "prompt (about 7500 tokens) plus max_tokens 1024 exceeds the context of 8192 tokens.",
     ],
 )
 def test_a_prompt_and_its_reservation_over_the_window_is_an_overflow(message: str) -> None:
@@ -2649,6 +2739,7 @@ def test_a_prompt_and_reservation_wording_keeps_its_exclusions() -> None:
         "input and output tokens per minute exceeded the rate limit",  # a rate limit
         "prompt and completion images exceed the limit of 20",  # media
         "max_tokens exceeds the context window",  # the output alone
+        "prompt (about 7500 tokens) plus images exceed the limit of 20",  # media
     ):
         assert detect_overflow(400, _error_body(message), wire_format="openai") is None, message
 

@@ -173,7 +173,8 @@ _REPLY_ERROR_MARKS: Final = (
     b"[GoogleGenerativeAI Error]",
     b"ERROR: The prompt size exceeds",
     b'"[Error: ',  # a gateway's error as the whole reply (codex-pool)
-    b'"Error: ',  # ... or a server's, one line (Apple-Intelligence-API)
+    b'"Error: ',  # ... or a server's, one line (Apple-Intelligence-API, afm-server)
+    b"**Context window exceeded**",  # ... or its notice (maclocal-api)
     # ... or one line stating an overflow, finished "length" (m4gshm's OpenVINO server)
     b'"finish_reason":"length"',
     b'"finish_reason": "length"',

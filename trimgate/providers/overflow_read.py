@@ -888,6 +888,11 @@ def _block_texts(block: Any) -> list[Any]:
 _ENGINE_STATUS_RE: Final = re.compile(r"internal error happened, status code ResponseType\.[A-Z_]+")
 _BACKEND_REFUSAL_RE: Final = re.compile(
     r"ERROR: The prompt size exceeds the context window size and cannot be processed\."
+    # afm-server: Apple's on-device model's refusal as "Error: <its description>"
+    r"|Error: Exceeded model context window size\.?"
+    # maclocal-api (afm) streams its own refusal so, then finishes "stop"
+    r"|\u26a0\ufe0f? \*\*Context window exceeded\*\*\n\nYour conversation has \d+ tokens but the"
+    r" maximum is \d+\.\n\nPlease start a new conversation or reduce the message length\."
 )
 
 

@@ -693,6 +693,31 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
         r"input length \((?P<real>{N})\) leaves no room for generation with max_model_len"
         r" \((?P<max>{N})\)(?: and max_tokens_offset \((?:-(?P<comp>{N})|0)\))?"
     ),
+    # node-llama-cpp (relayed by the servers built on it, status 500): its context shift
+    # cannot make the history fit, the newest prompt or the system message too long
+    _p(
+        r"\bfailed to compress chat history for context shift due to a too long prompt or"
+        r" system message\b"
+    ),
+    # TCQ-shim (413 context_length_exceeded): "Requested P (prompt) + C (max_tokens) = T
+    # tokens exceeds the context window of L tokens."
+    _p(
+        r"\brequested (?P<real>{N}) \(prompt\)(?: \+ (?P<comp>{N}) \(max_tokens\) = {N})? tokens"
+        r" exceeds the context window of (?P<max>{N}) tokens"
+    ),
+    # vllm-rust's character check, the prompt's budget the window less max_tokens: "prompt
+    # too long: C characters exceeds the maximum of M characters (max_model_len=L,
+    # max_tokens=T)"
+    _p(
+        r"\bprompt too long: {N} characters exceeds the maximum of {N} characters"
+        r" \(max_model_len=(?P<max>{N}), max_tokens=(?P<comp>{N})\)"
+    ),
+    # GopherLLM (plain text, a prompt at or over the window): "prompt (P tokens) leaves no
+    # room to generate within the model's context length (L)"
+    _p(
+        r"\bprompt \((?P<real>{N}) tokens\) leaves no room to generate within the model.?s"
+        r" context length \((?P<max>{N})\)"
+    ),
     # YALS without counts: "Prompt + generated tokens exceeds max context length of L"
     _p(r"\bprompt \+ generated tokens exceeds max context length\b"),
     # KsanaLLM (status 500): "input length or logits_custom_length exceeds the limit."
@@ -826,6 +851,9 @@ _GEN_EXCESS_RE: Final = _p(
     # "Compaction input must fit within the model context window." (mlx-vlm): the context as
     # what to fit within, not a vocabulary or a field
     r"|\bmust fit (?:in|within|into) (?:the |its |this )?(?:model'?s? )?(?:\w+ )?context\b"
+    # "unable to compact conversation to the context window" (a server's own history cut)
+    r"|\b(?:unable to|cannot|can't|could not|failed to) (?:compact|compress|truncate|shrink|trim)"
+    r" (?:the )?(?:conversation|chat history|history|prompt|messages|input)\b"
     r"|\b(?:not enough|insufficient) (?:context (?:window|space|room|length|size)"
     r"|(?:room|space) (?:in|for) (?:the )?(?:context|prompt))\b"
     # "12000 tokens > 8192", "P (N) >= n_ctx (L)"
@@ -969,7 +997,9 @@ _ITEM_LIMIT_RE: Final = _p(
 # limit"): read by ``_summed`` with the generic rule's excess and limit words, the output's
 # own words (``_SUM_OUTPUT_RE``) set aside.
 _SUM_SUBJECT_RE: Final = _p(
-    r"\b(?:prompt|input)(?: tokens?| length| token len)?\s*(?:\+|and|plus)\s*(?:the )?"
+    # (its count may stand between: "prompt (about P tokens) plus max_tokens C exceeds")
+    r"\b(?:prompt|input)(?: tokens?| length| token len)?(?: \((?:about |~)?{N} tokens\))?"
+    r"\s*(?:\+|and|plus)\s*(?:the )?"
     r"(?:max(?:imum)?[ _]?)?(?:output|generat\w*|prediction|completion|max_(?:new_)?tokens"
     r"|new tokens)"
 )
@@ -1018,7 +1048,10 @@ _GEN_SHAPE_EXCLUDE: Final = (
     r"|\b(?:for|per|this|each) (?:the )?(?:day|hour|month|minute)\b"
     r"|slow down|short (?:period|time)|try again (?:later|in\b)|retry after"
     # a field's own limit (a system prompt's characters, metadata, a description), not the window
-    r"|(?<![\d,])\d[\d,]*+ (?:characters?|chars)\b|\bfields?\b|metadata|\bdescriptions?\b"
+    # (not the prompt's characters beside its tokens: "prompt is about N tokens (C characters),
+    # which does not fit a context of L tokens", jitllm)
+    r"|(?<![\d,])(?<!tokens \()\d[\d,]*+ (?:characters?|chars)\b|\bfields?\b|metadata"
+    r"|\bdescriptions?\b"
 )
 _GEN_EXCLUDE_RE: Final = _p(_GEN_OUTPUT_EXCLUDE + "|" + _GEN_SHAPE_EXCLUDE)
 _GEN_SHAPE_EXCLUDE_RE: Final = _p(_GEN_SHAPE_EXCLUDE)
