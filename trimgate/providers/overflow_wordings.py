@@ -712,6 +712,11 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
         r"\bprompt too long: {N} characters exceeds the maximum of {N} characters"
         r" \(max_model_len=(?P<max>{N}), max_tokens=(?P<comp>{N})\)"
     ),
+    # jitllm: "prompt (about P tokens) plus max_tokens C exceeds the context of L tokens."
+    _p(
+        r"\bprompt \(about (?P<real>{N}) tokens\) plus max_tokens (?P<comp>{N}) exceeds the"
+        r" context of (?P<max>{N}) tokens"
+    ),
     # GopherLLM (plain text, a prompt at or over the window): "prompt (P tokens) leaves no
     # room to generate within the model's context length (L)"
     _p(
