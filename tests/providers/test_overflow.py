@@ -3078,6 +3078,11 @@ _LEFT_MISSES: Final = {
     "hb368-rapid-mlx-vision-per-batch-prefill-cap": "a prefill batch's cap on image tokens",
     "hb368-olmlx-chat-kv-preflight-prompt-too-long": "a 503",
     "hb368-olmlx-messages-kv-preflight-prompt-too-long": "a 503",
+    # GopherLLM's "recent" mode: the newest turn alone over the window less the output
+    "hb379-gopherllm-recent-latest-turn-too-big": "the newest turn over a budget, output named",
+    # rustformers' "the context window is full" as a completion's text: words a model writes
+    "hb382-localai-tauri-completions-context-full-sse": "a reply whose text is the error",
+    "hb387-jqzhang03-nanovllm-prompt-kv-blocks": "a KV pool's capacity in blocks",
 }
 
 
@@ -3129,6 +3134,9 @@ _UNREAD: Final = frozenset(
         # Perplexity's "User input tokens exceeds 200000 tokens.": a lone count after an
         # excess word, not after a limit's, is not read as the window
         "hb213-perplexity-sonar-user-input-tokens-exceeds-200000",
+        # Overfit's "Prefill of P tokens would exceed ContextLength L (current position X)":
+        # the window it names is not what P exceeds (its session cache is), so none is read
+        "hb379-overfit-prefill-exceeds-context",
     }
 )
 
@@ -3333,6 +3341,6 @@ def test_the_generic_readers_alone_read_no_look_alike(monkeypatch: pytest.Monkey
             read[entry["overflow"]].append(entry["id"])
     assert read[False] == []
     overflows = sum(1 for entry in [*CORPUS, *heldout] if entry["overflow"])
-    # 1,099 of 1,168 when this was written; 2,937 of 3,172 after batch 375, whose
+    # 1,099 of 1,168 when this was written; 2,987 of 3,234 after batch 391, whose
     # collectors went after servers' own wordings (release by release, server by server)
     assert len(read[True]) >= 0.92 * overflows
