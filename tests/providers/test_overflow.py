@@ -541,6 +541,47 @@ def test_an_on_device_servers_refusal_as_the_whole_reply_is_read() -> None:
         assert detect_stream_overflow(chunks(text), wire_format="openai") is None, text
 
 
+def test_an_empty_prompt_or_a_reservation_that_fills_the_window_is_no_overflow() -> None:
+    def read(message: str) -> Overflow | None:
+        return detect_overflow(422, _error_body(message), wire_format="openai")
+
+    assert read("Messages token length must be in (0, 1048576], but got 0.") is None
+    full = _error_body("\u274c Token limit exceeded: 4131 > 4096 (prompt: 35 + max: 4096)")
+    assert detect_overflow(400, full, wire_format="openai") is None
+    assert overflow.detect_unfixable(400, full)
+
+
+def test_kuwas_refusals_as_the_whole_reply_are_read() -> None:
+    # Kuwa GenAI OS answers its executors' refusals as the reply, finished "stop": its own
+    # when no turn fits, and ollama-python's error as str(), "<message> (status code: N)"
+    ollama = (
+        "the prompt is longer than the context length currently available to the model; "
+        "shorten the prompt, adjust the context length in settings, or use a model with a "
+        "longer context length (status code: 400)"
+    )
+
+    def reply(text: str) -> bytes:
+        message = {"role": "assistant", "content": text}
+        choice = {"index": 0, "message": message, "finish_reason": "stop"}
+        return orjson.dumps({"choices": [choice], "object": "chat.completion", "usage": []})
+
+    def chunks(text: str) -> bytes:
+        first = {"choices": [{"index": 0, "delta": {"role": "assistant", "content": text}}]}
+        last = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+        return _sse(first, last) + b"data: [DONE]\n\n"
+
+    for text in ("[Sorry, The input message is too long!]", ollama):
+        assert detect_overflow(200, reply(text), wire_format="openai") == Overflow(None, None)
+        assert detect_stream_overflow(chunks(text), wire_format="openai") is not None
+    for text in (
+        "model 'qwen2.5' not found (status code: 404)",  # not an overflow
+        ollama + " Try a smaller model.",  # words after it: a reply
+        "It said: [Sorry, The input message is too long!]",
+    ):
+        assert detect_overflow(200, reply(text), wire_format="openai") is None, text
+        assert detect_stream_overflow(chunks(text), wire_format="openai") is None, text
+
+
 @pytest.mark.parametrize("status", [400, 500])
 def test_a_servers_own_history_cut_that_cannot_fit_is_an_overflow(status: int) -> None:
     # node-llama-cpp's context shift (relayed as a 500 by the servers on it), and a server
@@ -1288,6 +1329,19 @@ def test_an_upstreams_error_a_gateway_holds_under_any_key_is_read() -> None:
     for key in ("body", "input", "param", "payload", "instance", "arguments"):
         quoted = {"error": {"message": "Invalid request body", key: own}}
         assert detect_overflow(400, orjson.dumps(quoted), wire_format="openai") is None, key
+    # ... or kept as its JSON text (llm-budget-gateway's "provider_body"), but never a
+    # validation error's "value" or "data", which may be a string the client sent
+    text = orjson.dumps(said).decode()
+    kept = {"error": {"message": "upstream provider error: openai (HTTP 400)", "type": "x"}}
+    kept["error"]["provider_body"] = text
+    assert detect_overflow(400, orjson.dumps(kept), wire_format="openai") == Overflow(
+        130512, 128000, whole=True
+    )
+    for key in ("value", "data"):
+        quoted = {"error": {"message": "Invalid value", key: text}}
+        assert detect_overflow(400, orjson.dumps(quoted), wire_format="openai") is None, key
+    not_json = {"error": {"message": "upstream provider error", "provider_body": "{not json"}}
+    assert detect_overflow(400, orjson.dumps(not_json), wire_format="openai") is None
 
 
 def test_the_status_an_sdk_exception_names_stands_for_the_wrappers() -> None:
@@ -2147,6 +2201,9 @@ def test_error_inside_a_choice_with_status_200() -> None:
         "context window limit reached",
         "Messages are too long for the selected model",
         "ContextLengthError: 9100 tokens requested but only 8192 available",
+        # a relayed Gemini web account's (g4f)
+        "You have reached the maximum prompt length limit. Please consider shortening your "
+        "prompt and try again. Thank you.",
     ],
 )
 def test_generic_rule_recognises_unlisted_wordings(message: str) -> None:
@@ -2193,6 +2250,12 @@ def test_generic_rule_recognises_unlisted_wordings(message: str) -> None:
         # a count compared with another setting
         "n_keep (15028) >= n_batch (512)",
         "max_tokens (9000) exceeds acme-7b-0425 context window (8192 tokens)",
+        # a lower bound (MindIE's empty prompt), a cap on the messages' number, a quota
+        "Length of Prompt text should be greater than 0 and less than or equal to 41943040, "
+        "but got 0",
+        "Input should be greater than 0",
+        "messages array too large (300 messages); maximum is 256 messages",
+        "You have reached the maximum requests limit for today.",
         # other languages: a limit with no context named, the context with no excess, an
         # output setting beside the context
         "Límite de solicitudes excedido, inténtelo más tarde",
@@ -2384,6 +2447,19 @@ def test_generic_rule_never_fires_on_look_alikes(message: str) -> None:
             "prompt too long: 61234 characters exceeds the maximum of 49152 characters "
             "(max_model_len=4096, max_tokens=1024)",
             Overflow(None, 3072),
+        ),
+        (  # ExecuTorch's llm_server worker: no counts
+            "Generation failed: prompt fills the context window; no room to generate",
+            Overflow(None, None),
+        ),
+        (  # MindIE-LLM's input cap after the chat template
+            "Messages token length must be in (0, 1048576], but got 1100000. This could be "
+            "caused by invalid input format or empty content.",
+            Overflow(1100000, 1048576),
+        ),
+        (  # a FastAPI server over llama-cpp-python, the prompt and max_tokens itemised
+            "\u274c Token limit exceeded: 4214 > 4096 (prompt: 4086 + max: 128)",
+            Overflow(4086, 3968),
         ),
         (  # jitllm, its prompt and reservation against the window
             "prompt (about 7500 tokens) plus max_tokens 1024 exceeds the context of 8192 tokens.",
@@ -3023,7 +3099,6 @@ _LEFT_MISSES: Final = {
     "hb123-sillytavern-textgen-relay-aphrodite": _NOT_TRIMMED + " (SillyTavern's backend API)",
     "hb126-kibana-actions-execute-gen-ai-ctx": _NOT_TRIMMED + " (Kibana's connector _execute)",
     "hb132-duck2api-err-input-limit-429-relay": "a 429 (DuckDuckGo's ERR_INPUT_LIMIT, relayed)",
-    "hb141-morphic-stream-context-length": _NOT_TRIMMED + " (Morphic's chat UI stream)",
     "hb145-ovms-embeddings-input-longer-than-allowed": _NOT_TRIMMED + " (OVMS's embeddings)",
     "hb155-tei-openai-embeddings-character-limit": _NOT_TRIMMED + " (TEI's embeddings)",
     "hb160-ollama-064-v1-chat-entire-prompt-removed-by-truncation": "as hb122, on /v1",

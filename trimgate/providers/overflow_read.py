@@ -215,6 +215,8 @@ def _walk_error(node: Any, facts: _Facts, depth: int) -> None:
     for key, value in islice(node.items(), _MAX_KEYS):  # an upstream's answer it holds (below)
         if key in _NEST_KEYS or _UPSTREAM_KEY_RE.fullmatch(key) is None:
             continue
+        if isinstance(value, str) and key not in _ECHO_STRING_KEYS:
+            value = _json_object(value)
         if isinstance(value, dict) and any(inner in value for inner in _VALUE_ERROR_KEYS):
             _walk_error(value, facts, depth + 1)
     response = node.get("response")  # Responses API: response.failed carries response.error
@@ -258,7 +260,22 @@ _UPSTREAM_KEY_RE: Final = re.compile(
     r"value|data|cause|(?:upstream|provider|original|inner)\w*|\w*error\w*", re.IGNORECASE
 )
 _VALUE_ERROR_KEYS: Final = ("error", "error_message", "error_type")
+# (a validation error's "value" may be the request's own string, a JSON text a client sent)
+_ECHO_STRING_KEYS: Final = frozenset({"value", "data"})
 _MAX_KEYS: Final = 32
+
+
+def _json_object(text: str) -> Any:
+    """The JSON object a string under such a key holds whole, as a gateway keeps the
+    upstream's body it relays (llm-budget-gateway's ``{"error": {"message": "upstream
+    provider error: openai (HTTP 400)", "provider_body": "{\\n \\"error\\": ...}"}}``);
+    None for any other string."""
+    if not text.lstrip().startswith("{"):
+        return None
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return None
 
 
 def _stray_texts(node: Any, facts: _Facts, depth: int = 0) -> None:
@@ -779,8 +796,10 @@ def _relayed_exception(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
     Google's JS SDK's ("[GoogleGenerativeAI Error]: Error fetching from ... [400 Bad
     Request] ...", zuisong's gemini-openai-proxy), and LibreChat's agents API with the
     openai-node SDK's ("Error: 400 This model's ...", a stream's one chunk that carries
-    its finish reason), Open WebUI's pipelines and antigravity2api with a provider's status
-    and body ("Error: 400 - {...}", "错误: API请求失败 (400): {...}", the whole reply);
+    its finish reason), Kuwa GenAI OS with ollama-python's, one line that ends "(status
+    code: 400)", the whole reply; Open WebUI's pipelines and antigravity2api with a
+    provider's status and body ("Error: 400 - {...}", "错误: API请求失败 (400): {...}",
+    the whole reply);
     LocalAI's legacy completions stream ends in a reply that is its backend's gRPC error
     ("Internal error: rpc error: code = Internal desc = ..."). A model's reply does not
     start so: read as an error's message, with the status it names."""
@@ -791,6 +810,7 @@ def _relayed_exception(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
     match = (
         _SDK_EXCEPTION_RE.match(text)
         or _GOOGLE_SDK_ERROR_RE.match(text)
+        or _OLLAMA_SDK_ERROR_RE.match(text)
         or (_JS_SDK_ERROR_RE.match(text) if _finished_chunk(choice) else None)
     )
     status = match.group(1) if match is not None else None
@@ -890,6 +910,8 @@ _BACKEND_REFUSAL_RE: Final = re.compile(
     r"ERROR: The prompt size exceeds the context window size and cannot be processed\."
     # afm-server: Apple's on-device model's refusal as "Error: <its description>"
     r"|Error: Exceeded model context window size\.?"
+    # Kuwa GenAI OS's executors, when no turn of the history fits
+    r"|\[Sorry, The input message is too long!\]"
     # maclocal-api (afm) streams its own refusal so, then finishes "stop"
     r"|\u26a0\ufe0f? \*\*Context window exceeded\*\*\n\nYour conversation has \d+ tokens but the"
     r" maximum is \d+\.\n\nPlease start a new conversation or reduce the message length\."
@@ -900,6 +922,13 @@ _BACKEND_REFUSAL_RE: Final = re.compile(
 # one-line prefix that quotes nothing (a reply quoting such an error explains it)
 _SDK_EXCEPTION_RE: Final = re.compile(
     r"\s*+[^\n{`'\"]{0,60}?\berror code: ([45]\d\d) - [{\[]", re.IGNORECASE | re.ASCII
+)
+
+
+# ollama-python's ResponseError as str(), "<its message> (status code: 400)", the whole
+# reply on one line (a lookahead: the status is the first group, as for the others)
+_OLLAMA_SDK_ERROR_RE: Final = re.compile(
+    r"(?=[^\n{}\[\]]{1,400} \(status code: ([45]\d\d)\)\s*+\Z)"
 )
 
 

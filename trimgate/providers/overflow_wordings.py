@@ -717,6 +717,18 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
         r"\bprompt \(about (?P<real>{N}) tokens\) plus max_tokens (?P<comp>{N}) exceeds the"
         r" context of (?P<max>{N}) tokens"
     ),
+    # ExecuTorch's llm_server worker (a 500, or an error event in its stream): "Generation
+    # failed: prompt fills the context window; no room to generate"
+    _p(r"\bprompt fills the context window; no room to generate\b"),
+    # MindIE-LLM's input cap after the chat template (422): "Messages token length must be
+    # in (0, L], but got P." (P 0 is an empty prompt, no overflow)
+    _p(r"\bmessages token length must be in \(0, (?P<max>{N})\], but got (?=[1-9])(?P<real>{N})"),
+    # a FastAPI server over llama-cpp-python: "Token limit exceeded: T > L (prompt: P + max:
+    # C)"
+    _p(
+        r"\btoken limit exceeded: {N} > (?P<max>{N}) \(prompt: (?P<real>{N}) \+ max:"
+        r" (?P<comp>{N})\)"
+    ),
     # GopherLLM (plain text, a prompt at or over the window): "prompt (P tokens) leaves no
     # room to generate within the model's context length (L)"
     _p(
@@ -835,8 +847,12 @@ _GEN_LIMIT_RE: Final = _p(
     r"|\b(?:cannot|can't|must not|may not) exceed \d"  # "... cannot exceed 2048 - received N"
 )
 _GEN_EXCESS_RE: Final = _p(
-    r"exceed|too (?:long|large|big)|too many (?:\w+ )?tokens|longer than|greater than|more than"
-    r"|larger than|must (?:be )?(?:less|smaller|at most|no more than|<)"
+    # (not a lower bound: "should be greater than 0 and less than or equal to L, but got 0")
+    r"exceed|too (?:long|large|big)|too many (?:\w+ )?tokens|longer than"
+    r"|(?:greater|more|larger) than(?! 0\b)|must (?:be )?(?:less|smaller|at most|no more than|<)"
+    # "You have reached the maximum prompt length limit" (a relayed Gemini web account)
+    r"|\breached (?:the |your )?max(?:imum)? (?:prompt|input|context)(?: length| size)?"
+    r"(?: limit)?\b"
     # "is over this model's 8192 token limit"
     r"|\bover (?:the |this |its )?(?:model'?s? )?(?:{N} )?(?:tokens? )?(?:limit|maximum|max)\b"
     # "is above the model's limit", "surpass the model context of 8192"
@@ -1041,9 +1057,10 @@ _GEN_SHAPE_EXCLUDE: Final = (
     # the number of choices ("n=32 which exceeds the maximum", "The n 256 exceeds the
     # maximum supported choices")
     r"|\bn\b must|\bn ?= ?\d|\bchoices\b"
-    # a cap on the number of messages, not on their size
+    # a cap on the number of messages, not on their size ("messages array too large (300
+    # messages); maximum is 256 messages")
     r"|\b(?:message count|number of messages)\b[^.;]{0,40}?\b(?:exceed|more than|greater than"
-    r"|over|above|limit)"
+    r"|over|above|limit)|\bmessages array\b|\(\d+ messages\)"
     # ... or of prompts ("prompt list length 2000 exceeds the maximum allowed count of 1024")
     r"|\bprompt list\b"
     # (an embeddings endpoint or model; not a setting's name: MindIE's "maxPositionEmbeddings")
