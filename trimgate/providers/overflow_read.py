@@ -912,9 +912,12 @@ _BACKEND_REFUSAL_RE: Final = re.compile(
     r"|Error: Exceeded model context window size\.?"
     # Kuwa GenAI OS's executors, when no turn of the history fits
     r"|\[Sorry, The input message is too long!\]"
-    # maclocal-api (afm) streams its own refusal so, then finishes "stop"
-    r"|\u26a0\ufe0f? \*\*Context window exceeded\*\*\n\nYour conversation has \d+ tokens but the"
-    r" maximum is \d+\.\n\nPlease start a new conversation or reduce the message length\."
+    # maclocal-api (afm) streams its own refusal so, then finishes "stop" (with Apple's
+    # counts, or without them where the error is not the model's own)
+    r"|\u26a0\ufe0f? \*\*Context window exceeded\*\*\n\n(?:Your conversation has \d+ tokens but"
+    r" the maximum is \d+\.\n\nPlease start a new conversation or reduce the message length\."
+    r"|The conversation is too long\. Apple Foundation Models has a \d+ token limit\.\n\n"
+    r"Please start a new conversation\.)"
 )
 
 

@@ -712,7 +712,12 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
         r"\bprompt too long: {N} characters exceeds the maximum of {N} characters"
         r" \(max_model_len=(?P<max>{N}), max_tokens=(?P<comp>{N})\)"
     ),
-    # jitllm: "prompt (about P tokens) plus max_tokens C exceeds the context of L tokens."
+    # jitllm: "prompt is about P tokens (C characters), which does not fit a context of L
+    # tokens." and "prompt (about P tokens) plus max_tokens C exceeds the context of L tokens."
+    _p(
+        r"\bprompt is about (?P<real>{N}) tokens \({N} characters\), which does not fit a"
+        r" context of (?P<max>{N}) tokens"
+    ),
     _p(
         r"\bprompt \(about (?P<real>{N}) tokens\) plus max_tokens (?P<comp>{N}) exceeds the"
         r" context of (?P<max>{N}) tokens"
@@ -729,6 +734,9 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
         r"\btoken limit exceeded: {N} > (?P<max>{N}) \(prompt: (?P<real>{N}) \+ max:"
         r" (?P<comp>{N})\)"
     ),
+    # maclocal-api (afm), Apple's counts, the prompt often under the window (which holds the
+    # output too): "Your conversation has P tokens but the maximum is L."
+    _p(r"\byour conversation has (?P<real>{N}) tokens but the maximum is (?P<max>{N})\b"),
     # GopherLLM (plain text, a prompt at or over the window): "prompt (P tokens) leaves no
     # room to generate within the model's context length (L)"
     _p(
@@ -872,9 +880,11 @@ _GEN_EXCESS_RE: Final = _p(
     # "Compaction input must fit within the model context window." (mlx-vlm): the context as
     # what to fit within, not a vocabulary or a field
     r"|\bmust fit (?:in|within|into) (?:the |its |this )?(?:model'?s? )?(?:\w+ )?context\b"
-    # "unable to compact conversation to the context window" (a server's own history cut)
+    # "unable to compact conversation to the context window" (a server's own history cut,
+    # into the window: a compaction that failed for another reason is no overflow)
     r"|\b(?:unable to|cannot|can't|could not|failed to) (?:compact|compress|truncate|shrink|trim)"
-    r" (?:the )?(?:conversation|chat history|history|prompt|messages|input)\b"
+    r" (?:the )?(?:conversation|chat history|history|prompt|messages|input)"
+    r" (?:to fit )?(?:to|in|within|into) (?:the |its )?context window\b"
     r"|\b(?:not enough|insufficient) (?:context (?:window|space|room|length|size)"
     r"|(?:room|space) (?:in|for) (?:the )?(?:context|prompt))\b"
     # "12000 tokens > 8192", "P (N) >= n_ctx (L)"
@@ -1018,9 +1028,7 @@ _ITEM_LIMIT_RE: Final = _p(
 # limit"): read by ``_summed`` with the generic rule's excess and limit words, the output's
 # own words (``_SUM_OUTPUT_RE``) set aside.
 _SUM_SUBJECT_RE: Final = _p(
-    # (its count may stand between: "prompt (about P tokens) plus max_tokens C exceeds")
-    r"\b(?:prompt|input)(?: tokens?| length| token len)?(?: \((?:about |~)?{N} tokens\))?"
-    r"\s*(?:\+|and|plus)\s*(?:the )?"
+    r"\b(?:prompt|input)(?: tokens?| length| token len)?\s*(?:\+|and|plus)\s*(?:the )?"
     r"(?:max(?:imum)?[ _]?)?(?:output|generat\w*|prediction|completion|max_(?:new_)?tokens"
     r"|new tokens)"
 )
@@ -1065,15 +1073,13 @@ _GEN_SHAPE_EXCLUDE: Final = (
     r"|\bprompt list\b"
     # (an embeddings endpoint or model; not a setting's name: MindIE's "maxPositionEmbeddings")
     r"|(?<![a-z_])embedding|\bbatch(?:es)?\b"
-    # time limits ("context deadline exceeded" of Go servers) and per-period quotas
-    r"|deadline|time ?out|timed out|expir|\b(?:daily|hourly|monthly|today)\b"
+    # time limits ("context deadline exceeded" of Go servers, a cancelled request's
+    # "context canceled") and per-period quotas
+    r"|deadline|context cancell?ed|time ?out|timed out|expir|\b(?:daily|hourly|monthly|today)\b"
     r"|\b(?:for|per|this|each) (?:the )?(?:day|hour|month|minute)\b"
     r"|slow down|short (?:period|time)|try again (?:later|in\b)|retry after"
     # a field's own limit (a system prompt's characters, metadata, a description), not the window
-    # (not the prompt's characters beside its tokens: "prompt is about N tokens (C characters),
-    # which does not fit a context of L tokens", jitllm)
-    r"|(?<![\d,])(?<!tokens \()\d[\d,]*+ (?:characters?|chars)\b|\bfields?\b|metadata"
-    r"|\bdescriptions?\b"
+    r"|(?<![\d,])\d[\d,]*+ (?:characters?|chars)\b|\bfields?\b|metadata|\bdescriptions?\b"
 )
 _GEN_EXCLUDE_RE: Final = _p(_GEN_OUTPUT_EXCLUDE + "|" + _GEN_SHAPE_EXCLUDE)
 _GEN_SHAPE_EXCLUDE_RE: Final = _p(_GEN_SHAPE_EXCLUDE)
