@@ -1051,8 +1051,8 @@ _GEN_OUTPUT_EXCLUDE: Final = (
     + "|"
     + _GENERATING
     # "Max tokens exceeds model's max length" (Xinference), "Max tokens exceeded." (albert-api):
-    # the output reservation, not the prompt
-    + r"|max tokens exceed"
+    # the output reservation, not the prompt; "(prompt: P + max: C)", a sum that holds it
+    + r"|max tokens exceed|\+ max: \d"
 )
 _GEN_SHAPE_EXCLUDE: Final = (
     r"\bbytes?\b|\b[kmg]i?b\b|\d ?[kmg]i?b\b|megabytes|\bjson\b"
