@@ -592,6 +592,37 @@ def test_kuwas_refusals_as_the_whole_reply_are_read() -> None:
         assert detect_stream_overflow(chunks(text), wire_format="openai") is None, text
 
 
+def test_robais_refusal_as_the_whole_reply_is_read_with_its_counts() -> None:
+    # RobAI's research proxy refuses a prompt over 95% of the window as its reply, with
+    # the counts it stated, finished "length"
+    said = (
+        "\u274c **Request Rejected: Token Limit Exceeded**\n\nYour request contains **245,310 "
+        "tokens**, which exceeds the configured limit.\n\n**Limits:**\n- Your request: 245,310 "
+        "tokens (102.2%)\n- Maximum allowed: 228,000 tokens (95%)\n- Model capacity: 240,000 "
+        "tokens\n\n**Solution:** Please reduce the context size by:\n- Shortening your message"
+        "\n- Removing older messages from the conversation history\n- Splitting into multiple "
+        "smaller requests"
+    )
+
+    def reply(text: str) -> bytes:
+        message = {"role": "assistant", "content": text}
+        choice = {"index": 0, "message": message, "finish_reason": "length"}
+        usage = {"prompt_tokens": 245310, "completion_tokens": 0, "total_tokens": 245310}
+        return orjson.dumps({"choices": [choice], "usage": usage})
+
+    def chunks(text: str) -> bytes:
+        first = {"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]}
+        last = {"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}
+        return _sse(first, last) + b"data: [DONE]\n\n"
+
+    assert detect_overflow(200, reply(said), wire_format="openai") == Overflow(245310, 228000)
+    assert detect_stream_overflow(chunks(said), wire_format="openai") == Overflow(245310, 228000)
+    # a reply that quotes it and says more is a reply
+    quoted = "The proxy answered:\n\n" + said
+    assert detect_overflow(200, reply(quoted), wire_format="openai") is None
+    assert detect_stream_overflow(chunks(said + "\n\nI can help."), wire_format="openai") is None
+
+
 @pytest.mark.parametrize("status", [400, 500])
 def test_a_servers_own_history_cut_that_cannot_fit_is_an_overflow(status: int) -> None:
     # node-llama-cpp's context shift (relayed as a 500 by the servers on it), and a server
@@ -2275,6 +2306,9 @@ def test_generic_rule_recognises_unlisted_wordings(message: str) -> None:
         "character limit.",
         "Input should be greater than 0",
         "messages array too large (300 messages); maximum is 256 messages",
+        # an operating system's command line, which a CLI bridge passes the prompt on
+        "Windows command line exceeds the configured limit even without a prompt; shorten "
+        "workspace path, model id, or CURSOR_BRIDGE_WIN_CMDLINE_MAX.",
         "You have reached the maximum requests limit for today.",
         # other languages: a limit with no context named, the context with no excess, an
         # output setting beside the context

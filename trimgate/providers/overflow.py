@@ -176,6 +176,7 @@ _REPLY_ERROR_MARKS: Final = (
     b'"Error: ',  # ... or a server's, one line (Apple-Intelligence-API, afm-server)
     b"**Context window exceeded**",  # ... or its notice (maclocal-api)
     b"[Sorry, The input message is too long!]",  # ... or Kuwa GenAI OS's refusal
+    b"**Request Rejected: Token Limit Exceeded**",  # ... or RobAI's research proxy's
     b"(status code: 4",  # ... or ollama-python's error, relayed (Kuwa GenAI OS)
     # ... or one line stating an overflow, finished "length" (m4gshm's OpenVINO server)
     b'"finish_reason":"length"',

@@ -912,6 +912,10 @@ _BACKEND_REFUSAL_RE: Final = re.compile(
     r"|Error: Exceeded model context window size\.?"
     # Kuwa GenAI OS's executors, when no turn of the history fits
     r"|\[Sorry, The input message is too long!\]"
+    # RobAI's research proxy, its pre-flight count over 95% of the window, finished "length"
+    r"|\u274c \*\*Request Rejected: Token Limit Exceeded\*\*\n\nYour request contains \*\*[\d,]+"
+    r" tokens\*\*, which exceeds the configured limit\.\n\n\*\*Limits:\*\*\n(?:- [^\n]{1,80}\n){3}"
+    r"\n\*\*Solution:\*\* Please reduce the context size by:(?:\n- [^\n]{1,80}){1,5}"
     # maclocal-api (afm) streams its own refusal so, then finishes "stop" (with Apple's
     # counts, or without them where the error is not the model's own)
     r"|\u26a0\ufe0f? \*\*Context window exceeded\*\*\n\n(?:Your conversation has \d+ tokens but"

@@ -737,6 +737,14 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
     # maclocal-api (afm), Apple's counts, the prompt often under the window (which holds the
     # output too): "Your conversation has P tokens but the maximum is L."
     _p(r"\byour conversation has (?P<real>{N}) tokens but the maximum is (?P<max>{N})\b"),
+    # RobAI's research proxy, its refusal as the reply (below the window, at 95% of it):
+    # "Your request contains **P tokens**, which exceeds the configured limit. ... Maximum
+    # allowed: L tokens (95%)"
+    _p(
+        r"\byour request contains \*\*(?P<real>{N}) tokens\*\*, which exceeds the configured"
+        r" limit\.[^:]{0,80}?:\*\*\n- your request: {N} tokens \([\d.]+%\)\n- maximum allowed:"
+        r" (?P<max>{N}) tokens"
+    ),
     # GopherLLM (plain text, a prompt at or over the window): "prompt (P tokens) leaves no
     # room to generate within the model's context length (L)"
     _p(
@@ -1078,6 +1086,8 @@ _GEN_SHAPE_EXCLUDE: Final = (
     r"|deadline|context cancell?ed|time ?out|timed out|expir|\b(?:daily|hourly|monthly|today)\b"
     r"|\b(?:for|per|this|each) (?:the )?(?:day|hour|month|minute)\b"
     r"|slow down|short (?:period|time)|try again (?:later|in\b)|retry after"
+    # an operating system's command line a CLI bridge passes the prompt on (cursor-api-proxy)
+    r"|\bcommand[ -]line\b"
     # a field's own limit (a system prompt's characters, metadata, a description), not the window
     r"|(?<![\d,])\d[\d,]*+ (?:characters?|chars)\b|\bfields?\b|metadata|\bdescriptions?\b"
 )
