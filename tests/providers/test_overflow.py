@@ -580,9 +580,10 @@ def test_kuwas_refusals_as_the_whole_reply_are_read() -> None:
         last = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
         return _sse(first, last) + b"data: [DONE]\n\n"
 
-    for text in ("[Sorry, The input message is too long!]", ollama):
+    refusal = "[Sorry, The input message is too long!]"
+    for text in (refusal, ollama):
         assert detect_overflow(200, reply(text), wire_format="openai") == Overflow(None, None)
-        assert detect_stream_overflow(chunks(text), wire_format="openai") is not None
+    assert detect_stream_overflow(chunks(refusal), wire_format="openai") is not None
     for text in (
         "model 'qwen2.5' not found (status code: 404)",  # not an overflow
         ollama + " Try a smaller model.",  # words after it: a reply
@@ -590,6 +591,28 @@ def test_kuwas_refusals_as_the_whole_reply_are_read() -> None:
     ):
         assert detect_overflow(200, reply(text), wire_format="openai") is None, text
         assert detect_stream_overflow(chunks(text), wire_format="openai") is None, text
+    # ollama-python's form only where no model wrote it: a model's one-line reply that ends
+    # so, output counted or streamed token by token, is a reply (the second review's)
+    said = "fix: handle context length exceeded error from ollama (status code: 400)"
+    counted = orjson.loads(reply(said))
+    counted["usage"] = {"completion_tokens": 31}
+    assert detect_overflow(200, orjson.dumps(counted), wire_format="openai") is None
+    assert detect_stream_overflow(chunks(said), wire_format="openai") is None
+    # ... and a refusal's words in the reasoning beside an answer are the model's
+    thought = orjson.loads(reply("Paris."))
+    thought["choices"][0]["message"]["reasoning_content"] = refusal
+    assert detect_overflow(200, orjson.dumps(thought), wire_format="openai") is None
+
+
+def test_an_error_objects_own_finish_reason_is_read_as_its_code() -> None:
+    # DanyAPI relays DeepSeek web's hint error in a stream chunk: its finish reason names the
+    # overflow where the message ("Content is too long") does not
+    said = {"message": "Content is too long. Please shorten it and try again."}
+    chunk = {"object": "chat.completion.chunk", "choices": []}
+    over = {**chunk, "error": {**said, "finish_reason": "input_exceeds_limit"}}
+    other = {**chunk, "error": {**said, "finish_reason": "error"}}
+    assert detect_stream_overflow(_sse(over), wire_format="openai") == Overflow(None, None)
+    assert detect_stream_overflow(_sse(other), wire_format="openai") is None
 
 
 def test_robais_refusal_as_the_whole_reply_is_read_with_its_counts() -> None:
@@ -1383,7 +1406,7 @@ def test_an_upstreams_error_a_gateway_holds_under_any_key_is_read() -> None:
     assert detect_overflow(400, orjson.dumps(kept), wire_format="openai") == Overflow(
         130512, 128000, whole=True
     )
-    for key in ("value", "data"):
+    for key in ("value", "data", "Value", "originalValue", "errorData", "upstream_request"):
         quoted = {"error": {"message": "Invalid value", key: text}}
         assert detect_overflow(400, orjson.dumps(quoted), wire_format="openai") is None, key
     not_json = {"error": {"message": "upstream provider error", "provider_body": "{not json"}}
@@ -2250,6 +2273,10 @@ def test_error_inside_a_choice_with_status_200() -> None:
         # a relayed Gemini web account's (g4f)
         "You have reached the maximum prompt length limit. Please consider shortening your "
         "prompt and try again. Thank you.",
+        # a count of messages beside tokens over the window is no cap on the messages' number
+        "messages array exceeds the maximum token limit: 9000 > 8192",
+        "Prompt too long (42 messages): 9000 tokens exceeds the limit of 8192 tokens",
+        "Unable to compact the conversation enough to fit the model's context window",
     ],
 )
 def test_generic_rule_recognises_unlisted_wordings(message: str) -> None:
@@ -2310,6 +2337,7 @@ def test_generic_rule_recognises_unlisted_wordings(message: str) -> None:
         "Windows command line exceeds the configured limit even without a prompt; shorten "
         "workspace path, model id, or CURSOR_BRIDGE_WIN_CMDLINE_MAX.",
         "You have reached the maximum requests limit for today.",
+        "You have reached the maximum prompt limit of 50 prompts per project.",
         # other languages: a limit with no context named, the context with no excess, an
         # output setting beside the context
         "Límite de solicitudes excedido, inténtelo más tarde",

@@ -215,7 +215,11 @@ def _walk_error(node: Any, facts: _Facts, depth: int) -> None:
     for key, value in islice(node.items(), _MAX_KEYS):  # an upstream's answer it holds (below)
         if key in _NEST_KEYS or _UPSTREAM_KEY_RE.fullmatch(key) is None:
             continue
-        if isinstance(value, str) and key not in _ECHO_STRING_KEYS:
+        if (
+            isinstance(value, str)
+            and key not in _TEXT_KEYS  # (read as its text already, JSON and all)
+            and _ECHO_STRING_KEY_RE.search(key) is None
+        ):
             value = _json_object(value)
         if isinstance(value, dict) and any(inner in value for inner in _VALUE_ERROR_KEYS):
             _walk_error(value, facts, depth + 1)
@@ -260,8 +264,12 @@ _UPSTREAM_KEY_RE: Final = re.compile(
     r"value|data|cause|(?:upstream|provider|original|inner)\w*|\w*error\w*", re.IGNORECASE
 )
 _VALUE_ERROR_KEYS: Final = ("error", "error_message", "error_type")
-# (a validation error's "value" may be the request's own string, a JSON text a client sent)
-_ECHO_STRING_KEYS: Final = frozenset({"value", "data"})
+# (a validation error's "value" may be the request's own string, a JSON text a client sent,
+# as may a key naming the request, its input or data, or its body alone)
+_ECHO_STRING_KEY_RE: Final = re.compile(
+    r"value|data|input|request|payload|param|arg|prompt|content|message|msg|^body$",
+    re.IGNORECASE,
+)
 _MAX_KEYS: Final = 32
 
 
@@ -797,9 +805,10 @@ def _relayed_exception(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
     Request] ...", zuisong's gemini-openai-proxy), and LibreChat's agents API with the
     openai-node SDK's ("Error: 400 This model's ...", a stream's one chunk that carries
     its finish reason), Kuwa GenAI OS with ollama-python's, one line that ends "(status
-    code: 400)", the whole reply; Open WebUI's pipelines and antigravity2api with a
-    provider's status and body ("Error: 400 - {...}", "错误: API请求失败 (400): {...}",
-    the whole reply);
+    code: 400)", the whole reply where no model wrote it (a whole completion that counts
+    no output, a chunk that carries its finish reason); Open WebUI's pipelines and
+    antigravity2api with a provider's status and body ("Error: 400 - {...}", "错误:
+    API请求失败 (400): {...}", the whole reply);
     LocalAI's legacy completions stream ends in a reply that is its backend's gRPC error
     ("Internal error: rpc error: code = Internal desc = ..."). A model's reply does not
     start so: read as an error's message, with the status it names."""
@@ -810,7 +819,7 @@ def _relayed_exception(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
     match = (
         _SDK_EXCEPTION_RE.match(text)
         or _GOOGLE_SDK_ERROR_RE.match(text)
-        or _OLLAMA_SDK_ERROR_RE.match(text)
+        or (_OLLAMA_SDK_ERROR_RE.match(text) if _sent_by_server(doc, choice) else None)
         or (_JS_SDK_ERROR_RE.match(text) if _finished_chunk(choice) else None)
     )
     status = match.group(1) if match is not None else None
@@ -830,6 +839,16 @@ def _no_output_counted(doc: dict[str, Any], choice: dict[str, Any] | None) -> bo
     if choice is not None and isinstance(choice.get("delta"), dict):
         return True
     return _counts_no_completion(doc.get("usage"))
+
+
+def _sent_by_server(doc: dict[str, Any], choice: dict[str, Any] | None) -> bool:
+    """A reply no model wrote token by token: a chunk that carries its finish reason beside
+    the whole text, or a whole completion that counts no output token (or carries no
+    usage, an empty list as Kuwa GenAI OS writes included)."""
+    if choice is not None and isinstance(choice.get("delta"), dict):
+        return _finished_chunk(choice)
+    usage = doc.get("usage")
+    return usage == [] or _counts_no_completion(usage)
 
 
 def _status_and_body(text: str) -> str | None:
@@ -877,7 +896,9 @@ def _engine_status_reply(doc: dict[str, Any], facts: _Facts, depth: int) -> bool
             status = _BACKEND_REFUSAL_RE
         reply = choice.get("message") or choice.get("delta")
         if isinstance(reply, dict):
-            said.extend(reply.get(key) for key in ("content", "reasoning_content", "reasoning"))
+            # (a backend's refusal is the reply itself, never its reasoning beside an answer)
+            keys = _ENGINE_STATUS_FIELDS if status is _ENGINE_STATUS_RE else ("content",)
+            said.extend(reply.get(key) for key in keys)
         said.append(choice.get("text"))  # legacy completions
     else:
         usage, content = doc.get("usage"), doc.get("content")
@@ -906,6 +927,8 @@ def _block_texts(block: Any) -> list[Any]:
 
 
 _ENGINE_STATUS_RE: Final = re.compile(r"internal error happened, status code ResponseType\.[A-Z_]+")
+# where LMDeploy's status may stand (its reasoning parser may move it aside)
+_ENGINE_STATUS_FIELDS: Final = ("content", "reasoning_content", "reasoning")
 _BACKEND_REFUSAL_RE: Final = re.compile(
     r"ERROR: The prompt size exceeds the context window size and cannot be processed\."
     # afm-server: Apple's on-device model's refusal as "Error: <its description>"
@@ -934,9 +957,7 @@ _SDK_EXCEPTION_RE: Final = re.compile(
 
 # ollama-python's ResponseError as str(), "<its message> (status code: 400)", the whole
 # reply on one line (a lookahead: the status is the first group, as for the others)
-_OLLAMA_SDK_ERROR_RE: Final = re.compile(
-    r"(?=[^\n{}\[\]]{1,400} \(status code: ([45]\d\d)\)\s*+\Z)"
-)
+_OLLAMA_SDK_ERROR_RE: Final = re.compile(r"(?=[^\n{}\[\]]{1,400} \(status code: (4\d\d)\)\s*+\Z)")
 
 
 # @google/generative-ai's GoogleGenerativeAIError, at the start of a reply, with the status

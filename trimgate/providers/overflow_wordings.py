@@ -867,8 +867,7 @@ _GEN_EXCESS_RE: Final = _p(
     r"exceed|too (?:long|large|big)|too many (?:\w+ )?tokens|longer than"
     r"|(?:greater|more|larger) than(?! 0\b)|must (?:be )?(?:less|smaller|at most|no more than|<)"
     # "You have reached the maximum prompt length limit" (a relayed Gemini web account)
-    r"|\breached (?:the |your )?max(?:imum)? (?:prompt|input|context)(?: length| size)?"
-    r"(?: limit)?\b"
+    r"|\breached (?:the |your )?max(?:imum)? (?:prompt|input|context) (?:length|size)\b"
     # "is over this model's 8192 token limit"
     r"|\bover (?:the |this |its )?(?:model'?s? )?(?:{N} )?(?:tokens? )?(?:limit|maximum|max)\b"
     # "is above the model's limit", "surpass the model context of 8192"
@@ -891,8 +890,8 @@ _GEN_EXCESS_RE: Final = _p(
     # "unable to compact conversation to the context window" (a server's own history cut,
     # into the window: a compaction that failed for another reason is no overflow)
     r"|\b(?:unable to|cannot|can't|could not|failed to) (?:compact|compress|truncate|shrink|trim)"
-    r" (?:the )?(?:conversation|chat history|history|prompt|messages|input)"
-    r" (?:to fit )?(?:to|in|within|into) (?:the |its )?context window\b"
+    r" (?:the )?(?:conversation|chat history|history|prompt|messages|input)(?: enough)?"
+    r" (?:to fit |to |in |within |into )(?:the |its |this )?(?:model'?s? )?context window\b"
     r"|\b(?:not enough|insufficient) (?:context (?:window|space|room|length|size)"
     r"|(?:room|space) (?:in|for) (?:the )?(?:context|prompt))\b"
     # "12000 tokens > 8192", "P (N) >= n_ctx (L)"
@@ -1076,7 +1075,7 @@ _GEN_SHAPE_EXCLUDE: Final = (
     # a cap on the number of messages, not on their size ("messages array too large (300
     # messages); maximum is 256 messages")
     r"|\b(?:message count|number of messages)\b[^.;]{0,40}?\b(?:exceed|more than|greater than"
-    r"|over|above|limit)|\bmessages array\b|\(\d+ messages\)"
+    r"|over|above|limit)|\bmessages? array too (?:large|long|big)\b|\bmaximum is \d+ messages\b"
     # ... or of prompts ("prompt list length 2000 exceeds the maximum allowed count of 1024")
     r"|\bprompt list\b"
     # (an embeddings endpoint or model; not a setting's name: MindIE's "maxPositionEmbeddings")
@@ -1087,7 +1086,7 @@ _GEN_SHAPE_EXCLUDE: Final = (
     r"|\b(?:for|per|this|each) (?:the )?(?:day|hour|month|minute)\b"
     r"|slow down|short (?:period|time)|try again (?:later|in\b)|retry after"
     # an operating system's command line a CLI bridge passes the prompt on (cursor-api-proxy)
-    r"|\bcommand[ -]line\b"
+    r"|\bcommand[ -]line (?:exceeds|is too long|too long)\b"
     # a field's own limit (a system prompt's characters, metadata, a description), not the window
     r"|(?<![\d,])\d[\d,]*+ (?:characters?|chars)\b|\bfields?\b|metadata|\bdescriptions?\b"
 )
@@ -1415,6 +1414,9 @@ _CODE_KEYS: Final = (
     "__type",
     "code_str",  # ollamalegion's "prompt_exceeds_n_ctx"
     "error_code_str",  # rtp-llm's "511_LONG_PROMPT_ERROR"
+    # DeepSeek web's hint error as DanyAPI relays it: {"message": "Content is too long. ...",
+    # "finish_reason": "input_exceeds_limit"} (an error object's own; a choice's is no code)
+    "finish_reason",
 )
 _STATUS_KEYS: Final = ("http_status_code", "status_code", "statusCode")
 # ("status" as an object: NAVER CLOVA Studio's {"status": {"code", "message"}, "result"})
