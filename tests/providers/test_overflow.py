@@ -3245,6 +3245,7 @@ _LEFT_MISSES: Final = {
     "hb387-jqzhang03-nanovllm-prompt-kv-blocks": "a KV pool's capacity in blocks",
     # Kuwa's DALL-E executor: an image prompt's cap in characters, the newest message alone
     "hb397-kuwa-api-dalle-prompt-too-long": "an image model's prompt, in characters",
+    "hb409-magic-embeddings-input-too-large": _NOT_TRIMMED + " (embeddings)",
 }
 
 
@@ -3507,6 +3508,6 @@ def test_the_generic_readers_alone_read_no_look_alike(monkeypatch: pytest.Monkey
             read[entry["overflow"]].append(entry["id"])
     assert read[False] == []
     overflows = sum(1 for entry in [*CORPUS, *heldout] if entry["overflow"])
-    # 1,099 of 1,168 when this was written; 3,047 of 3,305 after batch 406, whose
+    # 1,099 of 1,168 when this was written; 3,077 of 3,336 after batch 413, whose
     # collectors went after servers' own wordings (release by release, server by server)
     assert len(read[True]) >= 0.92 * overflows
