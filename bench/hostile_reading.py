@@ -32,7 +32,9 @@ WORDS = (
     "превышает", "excede el límite de", "context length exceeded", "too long",
     "sequence length", "context length max tokens to", "prompt (9000) exceeds max_length",
     "len of prompt tokens 9 exceeds max_total_tokens", "错误: API请求失败 (",
-    "prompt exceeds limit:",
+    "prompt exceeds limit:", "unable to compact the conversation", "(status code: 4",
+    "token limit exceeded: 9 > 8 (prompt: 9 + max:", "messages token length must be in (0,",
+    "prompt is about 9 tokens (", "your request contains **",
 )  # fmt: skip
 FILLERS = (" ", "a", "1", "1 ", "a ", ", ", "(", "-", ".", "1,", "\t", "tokens ", "1 + ", "a1", "é")
 

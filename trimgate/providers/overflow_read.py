@@ -629,9 +629,10 @@ _BRACKETED_ERROR_RE: Final = re.compile(r"\[Error: ([^\[\]]+)\]\s*", re.DOTALL)
 
 def _counts_no_completion(usage: Any) -> bool:
     """A whole completion's usage that counts no output token (``completion_tokens`` or
-    ``output_tokens`` 0), or no usage at all (none, or an empty object); a usage that
-    counts output some other way, or not at all, is no sign either way: False."""
-    if usage is None or usage == {}:
+    ``output_tokens`` 0), or no usage at all (none, an empty object, or an empty list as
+    Kuwa GenAI OS writes); a usage that counts output some other way, or not at all, is no
+    sign either way: False."""
+    if usage is None or usage == {} or usage == []:
         return True
     if not isinstance(usage, dict):
         return False
@@ -813,13 +814,15 @@ def _relayed_exception(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
     ("Internal error: rpc error: code = Internal desc = ..."). A model's reply does not
     start so: read as an error's message, with the status it names."""
     choice = _first_choice(doc)
-    text = None if choice is None else _reply_text(choice)
+    if choice is None:
+        return False
+    text = _reply_text(choice)
     if not isinstance(text, str):
         return False
     match = (
         _SDK_EXCEPTION_RE.match(text)
         or _GOOGLE_SDK_ERROR_RE.match(text)
-        or (_OLLAMA_SDK_ERROR_RE.match(text) if _sent_by_server(doc, choice) else None)
+        or (_OLLAMA_SDK_ERROR_RE.match(text) if _sent_whole(doc, choice) else None)
         or (_JS_SDK_ERROR_RE.match(text) if _finished_chunk(choice) else None)
     )
     status = match.group(1) if match is not None else None
@@ -839,16 +842,6 @@ def _no_output_counted(doc: dict[str, Any], choice: dict[str, Any] | None) -> bo
     if choice is not None and isinstance(choice.get("delta"), dict):
         return True
     return _counts_no_completion(doc.get("usage"))
-
-
-def _sent_by_server(doc: dict[str, Any], choice: dict[str, Any] | None) -> bool:
-    """A reply no model wrote token by token: a chunk that carries its finish reason beside
-    the whole text, or a whole completion that counts no output token (or carries no
-    usage, an empty list as Kuwa GenAI OS writes included)."""
-    if choice is not None and isinstance(choice.get("delta"), dict):
-        return _finished_chunk(choice)
-    usage = doc.get("usage")
-    return usage == [] or _counts_no_completion(usage)
 
 
 def _status_and_body(text: str) -> str | None:
