@@ -498,6 +498,23 @@ def test_an_engine_status_as_the_reply_is_read_only_where_no_model_wrote_it() ->
     assert read(completion("It said: " + said, "error")) is None
 
 
+def _whole_reply(text: str, finish: str = "stop", usage: Any = None) -> bytes:
+    """A chat completion whose whole reply is ``text``, with ``usage`` if given."""
+    message = {"role": "assistant", "content": text}
+    choice = {"index": 0, "message": message, "finish_reason": finish}
+    doc: dict[str, Any] = {"object": "chat.completion", "choices": [choice]}
+    if usage is not None:
+        doc["usage"] = usage
+    return orjson.dumps(doc)
+
+
+def _reply_chunks(text: str, finish: str = "stop") -> bytes:
+    """A chat stream that writes ``text`` in one chunk, then finishes in the next."""
+    first = {"choices": [{"index": 0, "delta": {"role": "assistant", "content": text}}]}
+    last = {"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}
+    return _sse(first, last) + b"data: [DONE]\n\n"
+
+
 def test_an_on_device_servers_refusal_as_the_whole_reply_is_read() -> None:
     # servers over Apple's on-device model write its refusal as the reply, finished "stop"
     # (afm-server as "Error: <description>", maclocal-api its own notice with the counts)
@@ -506,25 +523,13 @@ def test_an_on_device_servers_refusal_as_the_whole_reply_is_read() -> None:
         "the maximum is 4096.\n\nPlease start a new conversation or reduce the message length."
     )
 
-    def reply(text: str) -> dict[str, Any]:
-        return {
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": text},
-                    "finish_reason": "stop",
-                }
-            ],
-            "usage": {"completion_tokens": 10},
-        }
+    def reply(text: str) -> bytes:
+        return _whole_reply(text, usage={"completion_tokens": 10})
 
-    def chunks(text: str) -> bytes:
-        first = {"choices": [{"index": 0, "delta": {"role": "assistant", "content": text}}]}
-        last = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
-        return _sse(first, last) + b"data: [DONE]\n\n"
+    chunks = _reply_chunks
 
-    def read(doc: dict[str, Any]) -> Overflow | None:
-        return detect_overflow(200, orjson.dumps(doc), wire_format="openai")
+    def read(body: bytes) -> Overflow | None:
+        return detect_overflow(200, body, wire_format="openai")
 
     said = "Error: Exceeded model context window size"
     assert read(reply(said)) == Overflow(None, None)
@@ -571,14 +576,9 @@ def test_kuwas_refusals_as_the_whole_reply_are_read() -> None:
     )
 
     def reply(text: str) -> bytes:
-        message = {"role": "assistant", "content": text}
-        choice = {"index": 0, "message": message, "finish_reason": "stop"}
-        return orjson.dumps({"choices": [choice], "object": "chat.completion", "usage": []})
+        return _whole_reply(text, usage=[])
 
-    def chunks(text: str) -> bytes:
-        first = {"choices": [{"index": 0, "delta": {"role": "assistant", "content": text}}]}
-        last = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
-        return _sse(first, last) + b"data: [DONE]\n\n"
+    chunks = _reply_chunks
 
     refusal = "[Sorry, The input message is too long!]"
     for text in (refusal, ollama):
@@ -628,15 +628,11 @@ def test_robais_refusal_as_the_whole_reply_is_read_with_its_counts() -> None:
     )
 
     def reply(text: str) -> bytes:
-        message = {"role": "assistant", "content": text}
-        choice = {"index": 0, "message": message, "finish_reason": "length"}
         usage = {"prompt_tokens": 245310, "completion_tokens": 0, "total_tokens": 245310}
-        return orjson.dumps({"choices": [choice], "usage": usage})
+        return _whole_reply(text, "length", usage)
 
     def chunks(text: str) -> bytes:
-        first = {"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]}
-        last = {"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}
-        return _sse(first, last) + b"data: [DONE]\n\n"
+        return _reply_chunks(text, "length")
 
     assert detect_overflow(200, reply(said), wire_format="openai") == Overflow(245310, 228000)
     assert detect_stream_overflow(chunks(said), wire_format="openai") == Overflow(245310, 228000)
