@@ -2,7 +2,9 @@
 long run of one filler (blanks, digits, commas, letters...), in a 400 error body, through
 ``detect_overflow``, ``detect_unfixable`` and ``detect_suspect``; the slowest cases first.
 Then what splitting a held stream into events costs the relay: 1 MiB of the smallest
-events (keep-alive comments, empty data lines), one read's worth at once.
+events (keep-alive comments, empty data lines), one read's worth at once; and what reading
+a stream's one reply chunk of 60,000 non-ASCII characters costs (its JSON cut at the
+readers' 64 KiB, it is read as a text event).
 
     python -m bench.hostile_reading [--chars 4000] [--top 12]
 
@@ -65,6 +67,13 @@ def main() -> None:
             start, count = end[1], count + 1
         seconds = time.perf_counter() - started
         print(f"{1000 * seconds:8.1f} ms  {count} events of {event!r} split (1 MiB)")
+    for fragment in ("\u26a0\ufe0f **Context window exceeded** ", "\u4e0a\u4e0b\u6587 exceeds "):
+        text = (fragment * (60_000 // len(fragment) + 1))[:60_000]
+        chunk = b'data: {"choices":[{"delta":{"content":"' + text.encode() + b'"}}]}\n\n'
+        started = time.perf_counter()
+        overflow.detect_stream_overflow(chunk, wire_format="openai")
+        seconds = time.perf_counter() - started
+        print(f"{1000 * seconds:8.1f} ms  one reply chunk of 60,000 x {fragment[:8]!r}")
 
 
 if __name__ == "__main__":

@@ -345,6 +345,13 @@ def test_an_error_written_as_text_into_a_stream_is_read() -> None:
     assert detect_stream_overflow(said, wire_format="openai") is None
     rate = b"data: error: rate limit reached, 60 requests per minute\n\n"
     assert detect_stream_overflow(rate, wire_format="openai") is None
+    # only its first 4,096 characters are read, as any message's: a listed wording past
+    # them, after a cut chunk's text, is not scanned for
+    late = (
+        b"data: " + "\u4e0a".encode() * 4100 + b" Prompt sequence length is greater than 4096\n\n"
+    )
+    assert detect_stream_overflow(late, wire_format="openai") is None
+    assert detect_stream_overflow(late[:6] + late[-45:], wire_format="openai") is not None
 
 
 def test_a_typed_error_event_without_an_error_key_is_read() -> None:

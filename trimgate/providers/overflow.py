@@ -46,6 +46,7 @@ import orjson
 from trimgate.providers.overflow_read import (
     _MAX_ITEMS,
     _NOT_FIXABLE,
+    _TEXT_ROOM,
     WINDOW_STOP,
     WORDED_REPLY_LIMIT,
     Overflow,
@@ -576,7 +577,9 @@ def _text_event(name: str, payload: bytes, patterns: Patterns) -> Overflow | Non
     the formats trimgate fronts carry a model's output as JSON, never so."""
     if not patterns and not _has_hint(payload.lower()):
         return None
-    said = payload.decode("utf-8", "replace")
+    # (the characters any message's readers scan: a cut 64 KiB chunk scanned whole by every
+    # listed pattern held the event loop 50-90 ms)
+    said = payload.decode("utf-8", "replace")[:_TEXT_ROOM]
     if name != "error" and payload[:6].lower() != b"error:":
         listed = _read_message(said)
         if (listed is None or listed is _NOT_FIXABLE) and _custom(said, patterns) is None:
