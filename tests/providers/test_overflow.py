@@ -1412,6 +1412,11 @@ def test_an_upstreams_error_a_gateway_holds_under_any_key_is_read() -> None:
     for key in ("value", "data", "Value", "originalValue", "errorData", "upstream_request"):
         quoted = {"error": {"message": "Invalid value", key: text}}
         assert detect_overflow(400, orjson.dumps(quoted), wire_format="openai") is None, key
+    # (a key naming the upstream holds its answer, its message or data: the third review's)
+    for key in ("upstream_message", "providerErrorData", "upstreamPayload"):
+        kept = {"error": {"message": "upstream provider error", key: text}}
+        got = detect_overflow(400, orjson.dumps(kept), wire_format="openai")
+        assert got == Overflow(130512, 128000, whole=True), key
     not_json = {"error": {"message": "upstream provider error", "provider_body": "{not json"}}
     assert detect_overflow(400, orjson.dumps(not_json), wire_format="openai") is None
 
@@ -2280,6 +2285,9 @@ def test_error_inside_a_choice_with_status_200() -> None:
         "messages array exceeds the maximum token limit: 9000 > 8192",
         "Prompt too long (42 messages): 9000 tokens exceeds the limit of 8192 tokens",
         "Unable to compact the conversation enough to fit the model's context window",
+        "Unable to compact conversation to fit in context window",
+        "You have reached the maximum context limit for this model.",
+        "You have reached the maximum input tokens limit.",
     ],
 )
 def test_generic_rule_recognises_unlisted_wordings(message: str) -> None:
@@ -2341,6 +2349,8 @@ def test_generic_rule_recognises_unlisted_wordings(message: str) -> None:
         "workspace path, model id, or CURSOR_BRIDGE_WIN_CMDLINE_MAX.",
         "You have reached the maximum requests limit for today.",
         "You have reached the maximum prompt limit of 50 prompts per project.",
+        "You have reached the maximum prompt size of 50 prompts per project.",
+        "Prompt exceeds the command-line length limit of 32768",
         # other languages: a limit with no context named, the context with no excess, an
         # output setting beside the context
         "Límite de solicitudes excedido, inténtelo más tarde",

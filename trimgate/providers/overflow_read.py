@@ -215,12 +215,8 @@ def _walk_error(node: Any, facts: _Facts, depth: int) -> None:
     for key, value in islice(node.items(), _MAX_KEYS):  # an upstream's answer it holds (below)
         if key in _NEST_KEYS or _UPSTREAM_KEY_RE.fullmatch(key) is None:
             continue
-        if (
-            isinstance(value, str)
-            and key not in _TEXT_KEYS  # (read as its text already, JSON and all)
-            and _ECHO_STRING_KEY_RE.search(key) is None
-        ):
-            value = _json_object(value)
+        if isinstance(value, str) and key not in _TEXT_KEYS and not _may_echo(key):
+            value = _json_object(value)  # (a text key's JSON is read as its text already)
         if isinstance(value, dict) and any(inner in value for inner in _VALUE_ERROR_KEYS):
             _walk_error(value, facts, depth + 1)
     response = node.get("response")  # Responses API: response.failed carries response.error
@@ -264,12 +260,22 @@ _UPSTREAM_KEY_RE: Final = re.compile(
     r"value|data|cause|(?:upstream|provider|original|inner)\w*|\w*error\w*", re.IGNORECASE
 )
 _VALUE_ERROR_KEYS: Final = ("error", "error_message", "error_type")
-# (a validation error's "value" may be the request's own string, a JSON text a client sent,
-# as may a key naming the request, its input or data, or its body alone)
-_ECHO_STRING_KEY_RE: Final = re.compile(
-    r"value|data|input|request|payload|param|arg|prompt|content|message|msg|^body$",
-    re.IGNORECASE,
-)
+# A string under a key that may echo the request is never parsed: a validation error's
+# "value" may be a JSON text a client sent. A key that names the upstream ("upstream_
+# message", "providerErrorData") holds its answer unless it names a request, an input, a
+# value or parameters too; any other ("errorData", "error_payload") unless it names data,
+# a payload, content, a message or a bare body as well.
+_ECHO_WORDS_RE: Final = re.compile(r"value|input|request|param|arg|prompt", re.IGNORECASE)
+_UPSTREAM_NAME_RE: Final = re.compile(r"upstream|provider|original|inner", re.IGNORECASE)
+_ECHO_OTHER_RE: Final = re.compile(r"data|payload|content|message|msg|^body$", re.IGNORECASE)
+
+
+def _may_echo(key: str) -> bool:
+    if _ECHO_WORDS_RE.search(key) is not None:
+        return True
+    return _UPSTREAM_NAME_RE.match(key) is None and _ECHO_OTHER_RE.search(key) is not None
+
+
 _MAX_KEYS: Final = 32
 
 

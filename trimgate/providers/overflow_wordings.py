@@ -867,7 +867,8 @@ _GEN_EXCESS_RE: Final = _p(
     r"exceed|too (?:long|large|big)|too many (?:\w+ )?tokens|longer than"
     r"|(?:greater|more|larger) than(?! 0\b)|must (?:be )?(?:less|smaller|at most|no more than|<)"
     # "You have reached the maximum prompt length limit" (a relayed Gemini web account)
-    r"|\breached (?:the |your )?max(?:imum)? (?:prompt|input|context) (?:length|size)\b"
+    r"|\breached (?:the |your )?max(?:imum)? (?:(?:prompt|input|context)(?: token)?"
+    r" (?:length|size|window|tokens?)|context limit)\b"
     # "is over this model's 8192 token limit"
     r"|\bover (?:the |this |its )?(?:model'?s? )?(?:{N} )?(?:tokens? )?(?:limit|maximum|max)\b"
     # "is above the model's limit", "surpass the model context of 8192"
@@ -891,7 +892,8 @@ _GEN_EXCESS_RE: Final = _p(
     # into the window: a compaction that failed for another reason is no overflow)
     r"|\b(?:unable to|cannot|can't|could not|failed to) (?:compact|compress|truncate|shrink|trim)"
     r" (?:the )?(?:conversation|chat history|history|prompt|messages|input)(?: enough)?"
-    r" (?:to fit |to |in |within |into )(?:the |its |this )?(?:model'?s? )?context window\b"
+    r" (?:to fit (?:in |within |into )?|to |in |within |into )(?:the |its |this )?"
+    r"(?:model'?s? )?context window\b"
     r"|\b(?:not enough|insufficient) (?:context (?:window|space|room|length|size)"
     r"|(?:room|space) (?:in|for) (?:the )?(?:context|prompt))\b"
     # "12000 tokens > 8192", "P (N) >= n_ctx (L)"
@@ -1076,8 +1078,9 @@ _GEN_SHAPE_EXCLUDE: Final = (
     # messages); maximum is 256 messages")
     r"|\b(?:message count|number of messages)\b[^.;]{0,40}?\b(?:exceed|more than|greater than"
     r"|over|above|limit)|\bmessages? array too (?:large|long|big)\b|\bmaximum is \d+ messages\b"
-    # ... or of prompts ("prompt list length 2000 exceeds the maximum allowed count of 1024")
-    r"|\bprompt list\b"
+    # ... or of prompts ("prompt list length 2000 exceeds the maximum allowed count of 1024",
+    # "reached the maximum prompt size of 50 prompts per project")
+    r"|\bprompt list\b|\b\d+ prompts\b"
     # (an embeddings endpoint or model; not a setting's name: MindIE's "maxPositionEmbeddings")
     r"|(?<![a-z_])embedding|\bbatch(?:es)?\b"
     # time limits ("context deadline exceeded" of Go servers, a cancelled request's
@@ -1086,7 +1089,7 @@ _GEN_SHAPE_EXCLUDE: Final = (
     r"|\b(?:for|per|this|each) (?:the )?(?:day|hour|month|minute)\b"
     r"|slow down|short (?:period|time)|try again (?:later|in\b)|retry after"
     # an operating system's command line a CLI bridge passes the prompt on (cursor-api-proxy)
-    r"|\bcommand[ -]line (?:exceeds|is too long|too long)\b"
+    r"|\bcommand[ -]line (?:length|limit|exceeds|is too long|too long)\b"
     # a field's own limit (a system prompt's characters, metadata, a description), not the window
     r"|(?<![\d,])\d[\d,]*+ (?:characters?|chars)\b|\bfields?\b|metadata|\bdescriptions?\b"
 )
