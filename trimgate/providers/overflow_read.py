@@ -260,6 +260,7 @@ _UPSTREAM_KEY_RE: Final = re.compile(
     r"value|data|cause|(?:upstream|provider|original|inner)\w*|\w*error\w*", re.IGNORECASE
 )
 _VALUE_ERROR_KEYS: Final = ("error", "error_message", "error_type")
+_MAX_KEYS: Final = 32
 # A string under a key that may echo the request is never parsed: a validation error's
 # "value" may be a JSON text a client sent. A key that names the upstream ("upstream_
 # message", "providerErrorData") holds its answer unless it names a request, an input, a
@@ -274,9 +275,6 @@ def _may_echo(key: str) -> bool:
     if _ECHO_WORDS_RE.search(key) is not None:
         return True
     return _UPSTREAM_NAME_RE.match(key) is None and _ECHO_OTHER_RE.search(key) is not None
-
-
-_MAX_KEYS: Final = 32
 
 
 def _json_object(text: str) -> Any:
