@@ -1746,6 +1746,61 @@ def test_a_line_stating_an_overflow_with_its_counts_as_the_whole_reply_is_read()
         assert detect_overflow(200, orjson.dumps(reply), wire_format="openai") is None, text
 
 
+def test_an_upstreams_refusal_as_a_reply_that_counted_nothing_is_read() -> None:
+    # EvalScope's agent bridge answers a provider's context-length 400 as a whole reply, the
+    # provider's message as its text, finished "length" (Anthropic: stopped at max_tokens),
+    # with a usage of 0 prompt and 0 output tokens: no model ran
+    said = (
+        "This model's maximum context length is 32768 tokens. However, you requested 33548"
+        " tokens (31500 in the messages, 2048 in the completion). Please reduce the length of"
+        " the messages or completion."
+    )
+    nothing = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+    body = _whole_reply(said, "length", nothing)
+    assert detect_overflow(200, body, wire_format="openai") == Overflow(31500, 30720)
+    block = {"type": "text", "text": "prompt is too long: 208656 tokens > 200000 maximum"}
+    message: dict[str, Any] = {
+        "type": "message",
+        "role": "assistant",
+        "content": [block],
+        "stop_reason": "max_tokens",
+        "usage": {"input_tokens": 0, "output_tokens": 0},
+    }
+    read = detect_overflow(200, orjson.dumps(message), wire_format="anthropic")
+    assert read is not None and (read.real, read.maximum) == (208656, 200000)
+    # a prompt counted, output counted, no usage, another finish or stop, more than one
+    # text, or a text that states no overflow: an answer
+    counted = {**nothing, "prompt_tokens": 31500}
+    for other in (
+        _whole_reply(said, "length", counted),
+        _whole_reply(said, "length", {**nothing, "completion_tokens": 60}),
+        _whole_reply(said, "length"),
+        _whole_reply(said, "stop", nothing),
+        _whole_reply("The context window is a model's working memory.", "length", nothing),
+        orjson.dumps({**message, "stop_reason": "end_turn"}),
+        orjson.dumps({**message, "usage": {"input_tokens": 9, "output_tokens": 0}}),
+        orjson.dumps({**message, "content": [block, block]}),
+    ):
+        assert detect_overflow(200, other, wire_format="openai") is None, other
+
+
+def test_a_prompt_tokens_key_in_a_message_names_the_prompt() -> None:
+    # mlxts: "Requested prompt_tokens P plus max_tokens C exceeds this server's total token
+    # limit of L." with context_length_exceeded: the prompt's side, not an output cap
+    said = (
+        "Requested prompt_tokens 31200 plus max_tokens 2048 exceeds this server's total token"
+        " limit of 32768."
+    )
+    error = {"message": said, "param": "max_tokens", "code": "context_length_exceeded"}
+    body = orjson.dumps({"error": error})
+    assert detect_overflow(400, body, wire_format="openai") == Overflow(31200, 30720)
+    # the reservation alone fills the limit: nothing to trim
+    full = said.replace("31200", "14").replace("2048", "32768")
+    body = orjson.dumps({"error": {**error, "message": full}})
+    assert detect_overflow(400, body, wire_format="openai") is None
+    assert detect_unfixable(400, body)
+
+
 def test_an_anthropic_reply_stopped_on_error_after_an_overflows_words_is_read() -> None:
     said = "Requested token count exceeds the model's maximum context length of 163840 tokens."
     opening: list[dict[str, Any]] = [

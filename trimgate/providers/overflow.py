@@ -182,6 +182,9 @@ _REPLY_ERROR_MARKS: Final = (
     # ... or one line stating an overflow, finished "length" (m4gshm's OpenVINO server)
     b'"finish_reason":"length"',
     b'"finish_reason": "length"',
+    # ... or an upstream's refusal as an Anthropic message that counted nothing (EvalScope)
+    b'"stop_reason":"max_tokens"',
+    b'"stop_reason": "max_tokens"',
 )
 
 

@@ -554,6 +554,7 @@ def _error_as_reply(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
         or _error_finish_reply(doc, facts, depth)
         or _bracketed_error(doc, facts, depth)
         or _error_line_reply(doc, facts, depth)
+        or _uncounted_reply(doc, facts, depth)
     )
 
 
@@ -618,6 +619,44 @@ _ERROR_LINE_RE: Final = re.compile(r"Error: ([^\n.!?{}\[\]]{1,200}[.!?]?)\s*")
 # whatever its first word (m4gshm's OpenVINO agent server: "prompt exceeds limit: 33000 >=
 # 32768")
 _COUNTED_LINE_RE: Final = re.compile(r"[^\n.!?{}\[\]]{1,200}[.!?]?\s*")
+
+
+def _uncounted_reply(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
+    """A gateway's rendering of an upstream's refusal as a whole answer that counted
+    nothing: a completion finished "length", or an Anthropic message stopped at
+    "max_tokens", with one text and a usage that states 0 for the prompt and 0 for the
+    output (no model ran: any answer counts the prompt it read), whose text reads as an
+    overflow on its own (EvalScope's agent bridge answers a provider's context-length 400
+    so, the provider's message as the reply). Read as an error's message."""
+    choice = _first_choice(doc)
+    if choice is not None:
+        if choice.get("finish_reason") != "length" or not isinstance(choice.get("message"), dict):
+            return False
+        text = _reply_text(choice)
+    elif doc.get("type") == "message" and doc.get("stop_reason") == "max_tokens":
+        content = doc.get("content")
+        if not isinstance(content, list) or len(content) != 1:
+            return False
+        block = content[0]
+        is_text = isinstance(block, dict) and block.get("type") == "text"
+        text = block.get("text") if is_text else None
+    else:
+        return False
+    if not isinstance(text, str) or not _counted_nothing(doc.get("usage")):
+        return False
+    if reply_overflow(text) is None:
+        return False
+    _add_text(text, facts, depth)
+    return True
+
+
+def _counted_nothing(usage: Any) -> bool:
+    """A usage that states a prompt's count and an output's, both 0."""
+    if not isinstance(usage, dict):
+        return False
+    prompt = usage.get("prompt_tokens", usage.get("input_tokens"))
+    output = usage.get("completion_tokens", usage.get("output_tokens"))
+    return _is_zero(prompt) and _is_zero(output)
 
 
 def bracketed_error(text: str) -> str | None:
