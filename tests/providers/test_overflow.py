@@ -794,8 +794,8 @@ def test_rate_limit_wording_wins_whatever_the_status() -> None:
     assert detect_overflow(400, body, wire_format="anthropic") is None
 
 
-# (403 with a listed wording that states both counts is one: the test below)
-@pytest.mark.parametrize("status", [401, 402, 404, 429, 529])
+# (a 403 or 429 with a listed wording that states both counts is one: the tests below)
+@pytest.mark.parametrize("status", [401, 402, 404, 529])
 def test_statuses_that_are_never_overflows(status: int) -> None:
     body = _error_body("prompt is too long: 210000 tokens > 200000 maximum")
     assert detect_overflow(status, body, wire_format="anthropic") is None
@@ -1768,20 +1768,49 @@ def test_an_upstreams_refusal_as_a_reply_that_counted_nothing_is_read() -> None:
     }
     read = detect_overflow(200, orjson.dumps(message), wire_format="anthropic")
     assert read is not None and (read.real, read.maximum) == (208656, 200000)
-    # a prompt counted, output counted, no usage, another finish or stop, more than one
-    # text, or a text that states no overflow: an answer
+    # a prompt, output, total or cache read counted, no usage, another finish or stop, more
+    # than one text or choice, a tool call beside it, or a text that quotes the error,
+    # says more than one line, or states no counts (servers that write a usage of zeros
+    # on every answer exist): an answer
     counted = {**nothing, "prompt_tokens": 31500}
+    explained = f'The error "{said}" means the history is too long.'
+    quoted = {**message, "content": [{"type": "text", "text": f"That message, {explained}"}]}
+    tool = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    choice = orjson.loads(body)["choices"][0]
     for other in (
         _whole_reply(said, "length", counted),
         _whole_reply(said, "length", {**nothing, "completion_tokens": 60}),
+        _whole_reply(said, "length", {**nothing, "total_tokens": 4100}),
         _whole_reply(said, "length"),
         _whole_reply(said, "stop", nothing),
-        _whole_reply("The context window is a model's working memory.", "length", nothing),
+        _whole_reply(explained, "length", nothing),
+        _whole_reply(said + "\nSo the history is cut.", "length", nothing),
+        _whole_reply("Input is too long for the context window.", "length", nothing),
+        orjson.dumps({**orjson.loads(body), "choices": [choice, choice]}),
+        orjson.dumps(
+            {
+                **orjson.loads(body),
+                "choices": [{**choice, "message": {**choice["message"], "tool_calls": [tool]}}],
+            }
+        ),
         orjson.dumps({**message, "stop_reason": "end_turn"}),
         orjson.dumps({**message, "usage": {"input_tokens": 9, "output_tokens": 0}}),
+        orjson.dumps({**message, "usage": {**message["usage"], "cache_read_input_tokens": 9}}),
         orjson.dumps({**message, "content": [block, block]}),
+        orjson.dumps(quoted),
     ):
         assert detect_overflow(200, other, wire_format="openai") is None, other
+
+
+def test_html_escapes_in_a_message_are_read_as_their_characters() -> None:
+    # the AI Services WordPress plugin relays Anthropic's message HTML-escaped
+    said = (
+        "Generating content with model claude-sonnet-4 failed: Error while making request to"
+        " the Anthropic API: prompt is too long: 208311 tokens &gt; 200000 maximum "
+    )
+    doc = {"code": "rest_generating_content_failed", "message": said, "data": {"status": 500}}
+    read = detect_overflow(500, orjson.dumps(doc), wire_format="openai")
+    assert read is not None and (read.real, read.maximum) == (208311, 200000)
 
 
 def test_a_prompt_tokens_key_in_a_message_names_the_prompt() -> None:
@@ -1794,11 +1823,28 @@ def test_a_prompt_tokens_key_in_a_message_names_the_prompt() -> None:
     error = {"message": said, "param": "max_tokens", "code": "context_length_exceeded"}
     body = orjson.dumps({"error": error})
     assert detect_overflow(400, body, wire_format="openai") == Overflow(31200, 30720)
+    colons = said.replace("_tokens ", "_tokens: ")
+    body = orjson.dumps({"error": {**error, "message": colons}})
+    assert detect_overflow(400, body, wire_format="openai") == Overflow(31200, 30720)
     # the reservation alone fills the limit: nothing to trim
     full = said.replace("31200", "14").replace("2048", "32768")
     body = orjson.dumps({"error": {**error, "message": full}})
     assert detect_overflow(400, body, wire_format="openai") is None
     assert detect_unfixable(400, body)
+    # a budget's total token limit is no window, and a count key that exceeds nothing does
+    # not make an output cap the prompt's
+    for other in (
+        "Request would exceed your organization's total token limit of 100000 for today:"
+        " prompt_tokens 90000 plus max_tokens 20000.",
+        "This session has reached its total token limit of 200000: prompt_tokens 150000"
+        " plus max_tokens 60000.",
+        "max_tokens (1000000) exceeds the server's default generation ceiling (prompt_tokens=12)",
+    ):
+        body = orjson.dumps({"error": {"message": other, "type": "invalid_request_error"}})
+        assert detect_overflow(400, body, wire_format="openai") is None, other
+    # (beside the overflow code, the output cap stays one)
+    capped = {**error, "message": other}
+    assert detect_overflow(400, orjson.dumps({"error": capped}), wire_format="openai") is None
 
 
 def test_an_anthropic_reply_stopped_on_error_after_an_overflows_words_is_read() -> None:
@@ -3461,6 +3507,30 @@ def test_a_403_is_an_overflow_only_when_it_says_the_window_is_exceeded() -> None
     assert detect_overflow(403, quota, wire_format="openai") is None
     coded = orjson.dumps({"error": {"message": zed.decode(), "code": 403}})
     assert detect_overflow(400, coded, wire_format="openai") is None  # a 403 in the body
+
+
+def test_a_429_is_an_overflow_only_in_a_listed_wording_with_both_counts() -> None:
+    # CodeGate answers llama-cpp-python's refusal with 429; otherwise 429 is a rate limit
+    said = "Requested tokens (33410) exceed context window of 32768"
+    codegate = orjson.dumps({"detail": said})
+    assert detect_overflow(429, codegate, wire_format="openai") == Overflow(33410, 32768)
+    assert detect_overflow(400, codegate, wire_format="openai") == Overflow(33410, 32768)
+    for limited in (
+        # words alone, a code alone, a per-minute or quota word beside the counts
+        {"error": {"message": "Context window exceeded for this model"}},
+        {"error": {"message": "Request failed", "code": "context_length_exceeded"}},
+        {"error": {"message": said + ". Rate limit reached, try again in 20s."}},
+        {"error": {"message": said + ". Your quota for this key is exhausted."}},
+        {
+            "error": {
+                "message": "Request too large for gpt-4o on tokens per min (TPM): Limit 30000,"
+                " Requested 33410.",
+                "code": "rate_limit_exceeded",
+            }
+        },
+    ):
+        body = orjson.dumps(limited)
+        assert detect_overflow(429, body, wire_format="openai") is None, limited
 
 
 # --- suspects: errors worth one probe ---------------------------------------------------

@@ -168,8 +168,8 @@ def states_envelope_error(body: bytes) -> bool:
 _CODE_STATUS_RE: Final = re.compile(rb'"code"\s*:\s*"?[45]\d\d[",\s}]')
 
 
-# Errors written as a success's reply, in capitals: Google's JS SDK's, gpt4all's refusal,
-# a gateway's bracketed one
+# Marks of errors written as a success's reply: Google's JS SDK's, gpt4all's refusal, a
+# gateway's bracketed one
 _REPLY_ERROR_MARKS: Final = (
     b"[GoogleGenerativeAI Error]",
     b"ERROR: The prompt size exceeds",

@@ -4,6 +4,7 @@ counts (success bodies never read), and the decision on them (overflow.py's rule
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from dataclasses import dataclass, field
@@ -164,6 +165,8 @@ class _Facts:
         if self.room > 0:
             kept = text[: self.room]
             self.room -= len(kept)
+            if "&" in kept:  # (HTML's escapes, as WordPress writes "tokens &gt; 200000")
+                kept = html.unescape(kept)
             self.texts.append(kept)
 
 
@@ -623,16 +626,22 @@ _COUNTED_LINE_RE: Final = re.compile(r"[^\n.!?{}\[\]]{1,200}[.!?]?\s*")
 
 def _uncounted_reply(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
     """A gateway's rendering of an upstream's refusal as a whole answer that counted
-    nothing: a completion finished "length", or an Anthropic message stopped at
-    "max_tokens", with one text and a usage that states 0 for the prompt and 0 for the
-    output (no model ran: any answer counts the prompt it read), whose text reads as an
-    overflow on its own (EvalScope's agent bridge answers a provider's context-length 400
-    so, the provider's message as the reply). Read as an error's message."""
-    choice = _first_choice(doc)
-    if choice is not None:
-        if choice.get("finish_reason") != "length" or not isinstance(choice.get("message"), dict):
+    nothing: one completion finished "length" (no tool call beside it), or an Anthropic
+    message stopped at "max_tokens", with one text and a usage whose every count is 0, the
+    prompt's and the output's stated (EvalScope's agent bridge answers a provider's
+    context-length 400 so, the provider's message as the reply). Some servers write such
+    a usage on every answer, so the text must be the provider's message as it came: one
+    line, nothing quoted, that states an overflow with both its counts (a model's answer
+    about such an error quotes it, or says more). Read as an error's message."""
+    choices = doc.get("choices")
+    if choices is not None:
+        choice = _first_choice(doc)
+        if choice is None or len(choices) != 1 or choice.get("finish_reason") != "length":
             return False
-        text = _reply_text(choice)
+        message = choice.get("message")
+        if not isinstance(message, dict) or any(map(message.get, ("tool_calls", "function_call"))):
+            return False
+        text = message.get("content")
     elif doc.get("type") == "message" and doc.get("stop_reason") == "max_tokens":
         content = doc.get("content")
         if not isinstance(content, list) or len(content) != 1:
@@ -642,21 +651,30 @@ def _uncounted_reply(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
         text = block.get("text") if is_text else None
     else:
         return False
-    if not isinstance(text, str) or not _counted_nothing(doc.get("usage")):
+    if not isinstance(text, str) or _AS_SENT_RE.fullmatch(text) is None:
         return False
-    if reply_overflow(text) is None:
+    if not _counted_nothing(doc.get("usage")):
+        return False
+    read = reply_overflow(text)
+    if read is None or read.real is None or read.maximum is None:
         return False
     _add_text(text, facts, depth)
     return True
 
 
+# a provider's message as a gateway wrote it into a reply: one line, nothing quoted
+_AS_SENT_RE: Final = re.compile(r"[^\n{}\[\]\"`\u201c\u201d]{1,600}")
+
+
 def _counted_nothing(usage: Any) -> bool:
-    """A usage that states a prompt's count and an output's, both 0."""
+    """A usage that states a prompt's count and an output's, both 0, and no other count
+    but 0 (a cache read, a total)."""
     if not isinstance(usage, dict):
         return False
     prompt = usage.get("prompt_tokens", usage.get("input_tokens"))
     output = usage.get("completion_tokens", usage.get("output_tokens"))
-    return _is_zero(prompt) and _is_zero(output)
+    counts = [count for count in usage.values() if type(count) in (int, float)]
+    return _is_zero(prompt) and _is_zero(output) and not any(counts)
 
 
 def bracketed_error(text: str) -> str | None:
@@ -1369,7 +1387,7 @@ def _decide(http_status: int, facts: _Facts, patterns: Patterns = ()) -> Overflo
     if facts.named is not None:
         http_status = facts.named
     never = http_status in _NEVER_STATUSES or any(s in _NEVER_STATUSES for s in facts.statuses)
-    if never and (http_status != 403 or facts.statuses or not _forbidden_overflow(facts)):
+    if never and (facts.statuses or not _refused_overflow(http_status, facts)):
         return None
     if facts.codes & _NEVER_CODES:
         return None
@@ -1505,6 +1523,22 @@ _SIZE_UNIT_RE: Final = re.compile(r"(?<![\d,])\d[\d,]*+ ?bytes?\b", re.IGNORECAS
 def _output_alone(text: str) -> bool:
     """A message that names an output setting and nothing of the prompt's side."""
     return _OUTPUT_SETTING_RE.search(text) is not None and _PROMPT_SIDE_RE.search(text) is None
+
+
+def _refused_overflow(status: int, facts: _Facts) -> bool:
+    """An overflow sent with a status that otherwise rules one out: a 403 as
+    ``_forbidden_overflow`` tells, or a 429 whose listed wording states both counts and an
+    excess, with no rate, quota, billing or auth word and no code of a rate limit or a
+    quota (CodeGate answers llama-cpp-python's "Requested tokens (P) exceed context window
+    of L" so)."""
+    if status == 403:
+        return _forbidden_overflow(facts)
+    if status != 429 or any(_RATE_CODE_RE.search(code) for code in facts.codes):
+        return False
+    return _counted(facts.texts)
+
+
+_RATE_CODE_RE: Final = re.compile(r"rate|quota|throttl|exhaust|too_many_requests|busy")
 
 
 def _forbidden_overflow(facts: _Facts) -> bool:

@@ -752,8 +752,13 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
         r" context length \((?P<max>{N})\)"
     ),
     # fast-mlx's admission (400): "Request exceeds the loaded model or KV limit" (the prompt
-    # and its output reservation against the window or the KV cache's room)
+    # and its output reservation against the window or the KV cache's room; no counts, so
+    # a reservation that alone is over reads as fixable: the ladder then spends its retries)
     _p(r"\brequest exceeds the loaded model or kv limit\b"),
+    # PrivateGPT's history condensation (400): "Condensed history exceeds maximum length after
+    # applying condensation strategy." (its system messages alone over, or its newest user
+    # message, it words otherwise: a trim keeps both)
+    _p(r"\bcondensed history exceeds maximum length\b"),
     # YALS without counts: "Prompt + generated tokens exceeds max context length of L"
     _p(r"\bprompt \+ generated tokens exceeds max context length\b"),
     # KsanaLLM (status 500): "input length or logits_custom_length exceeds the limit."
@@ -988,7 +993,8 @@ _ITEM_GATE_RE: Final = _p(
     r"\bcontext(?:[ _-]?(?:window|length|size|limit))?\b|max_?seq_?len|max_model_len|n_ctx"
     r"|total length|\bmax(?:imum)? (?:model|seq(?:uence)?) (?:length|len)\b|must be <="
     r"|\bmodel max(?:imum)? (?:length|len)\b"  # OpenVINO Model Server
-    r"|max_kv_size|\bkv[ _]?cache\b|kv_capacity|tokens per request|total token limit"
+    r"|max_kv_size|\bkv[ _]?cache\b|kv_capacity|tokens per request"
+    r"|(?:(?:server|model)'?s|effective) total token limit"
     # a sum compared with the window: "prompt token len P + max_new_tokens C > L"
     r"|\d\s*\+\s*`?[a-z_]+`?\s+\d+\s*>\s*\d"
 )
@@ -998,7 +1004,7 @@ _ITEM_PROMPT_AFTER_RE: Final = _p(
 )
 _ITEM_PROMPT_BEFORE_RE: Final = _p(
     r"(?:input tokens length is|prompt length\s*+=?+\s*+\(?+|prompt tokens?:?|input length"
-    r"|(?:input|prompt)_tokens\s*+[=(]?+"
+    r"|(?:input|prompt)_tokens\s*+[=(]|(?<![a-z_])(?:input|prompt)_tokens:?+"
     r"|prompt (?:contains(?: at least)?|has|uses)|you passed|prompt token len|prompt\s*+\("
     r"|prompt is(?= \d[\d,]* tokens))\s*+" + _ITEM_N
 )
@@ -1022,7 +1028,8 @@ _ITEM_LIMIT_RE: Final = _p(
     r"|context (?:is |was )?limited to"
     r"|max(?:imum)?(?: model)? (?:context |sequence |total )?(?:length|len)|max_seq_len"
     r"|max_model_len|max_num_tokens|max_kv_size|context window limit"
-    r"|kv_capacity|number of tokens per request|total token limit"
+    r"|kv_capacity|number of tokens per request|(?:(?:server|model)'?s|effective) total token"
+    r" limit"
     # ("... together they exceed this model's context of 8192")
     r"|exceed (?:the |this |its )?(?:model'?s? )?context of)"
     r"(?: of (?=[\w.\-]*[a-z])[\w.\-]+)?\D{0,16}?"
@@ -1275,10 +1282,10 @@ _OUTPUT_SETTING_RE: Final = _p(
 # The prompt's side named as such, or the room it leaves ("max_tokens exceeds the remaining
 # context window"), not the window's name ("context length") beside an output setting
 _PROMPT_SIDE_RE: Final = _p(
-    # ("prompt_tokens", "input_tokens": mlxts's "Requested prompt_tokens P plus max_tokens C
-    # exceeds this server's total token limit of L.")
-    r"\b(?:(?:prompt|input)(?:_tokens?)?|messages?|conversation|history|remaining|left"
-    r"|available)\b"
+    r"\b(?:prompt|input|messages?|conversation|history|remaining|left|available)\b"
+    # ... or its count key as what exceeds (mlxts's "Requested prompt_tokens P plus max_tokens
+    # C exceeds this server's total token limit of L.")
+    r"|(?<![a-z_])(?:prompt|input)_tokens\W{0,3}\d[\d,]*\W{0,3}(?:\+|plus\b|and\b)"
 )
 # (not a quoted key of an envelope printed inside the message: "{'message': ...")
 _PROMPT_WORD_RE: Final = _p(
