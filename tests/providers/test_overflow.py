@@ -1120,6 +1120,11 @@ def test_a_stream_of_bare_text_is_read_as_an_error_body() -> None:
     assert bare(b"Prompt is too long " + b"x" * overflow.BARE_STREAM_LIMIT) is None
     # a JSON-lines answer is an error only with an error key; a BOM hides no SSE line
     assert bare(b'{"message": "The input exceeds the context window", "done": true}') is None
+    # ... or typed as one: vLLM's flat error, written raw into a 200 stream (Slurm-vLLM's
+    # proxy)
+    flat = {"object": "error", "message": stated.decode() + "resulted in 9000 tokens.", "code": 400}
+    assert bare(orjson.dumps(flat)) == Overflow(9000, 8192)
+    assert bare(orjson.dumps({**flat, "object": "chat.completion"})) is None
     assert bare("\ufeffdata: Prompt is too long".encode()) is None
     assert bare("\ufeffPrompt is too long".encode()) == Overflow(None, None)
     # keep-alive comments before the text (CLIProxyAPI 1.0) are no SSE lines of output,
@@ -1758,6 +1763,8 @@ def test_an_upstreams_refusal_as_a_reply_that_counted_nothing_is_read() -> None:
     nothing = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
     body = _whole_reply(said, "length", nothing)
     assert detect_overflow(200, body, wire_format="openai") == Overflow(31500, 30720)
+    ended = _whole_reply(said + "\n", "length", nothing)
+    assert detect_overflow(200, ended, wire_format="openai") == Overflow(31500, 30720)
     block = {"type": "text", "text": "prompt is too long: 208656 tokens > 200000 maximum"}
     message: dict[str, Any] = {
         "type": "message",
@@ -1798,6 +1805,9 @@ def test_an_upstreams_refusal_as_a_reply_that_counted_nothing_is_read() -> None:
         orjson.dumps({**message, "usage": {**message["usage"], "cache_read_input_tokens": 9}}),
         orjson.dumps({**message, "content": [block, block]}),
         orjson.dumps(quoted),
+        _whole_reply(f"That error, \u2018{said}\u2019, means so.", "length", nothing),
+        _whole_reply(f"That error, &quot;{said}&quot;, means so.", "length", nothing),
+        _whole_reply(said, "length", {**nothing, "prompt_tokens_details": {"cached_tokens": 9}}),
     ):
         assert detect_overflow(200, other, wire_format="openai") is None, other
 
@@ -3534,8 +3544,13 @@ def test_a_429_is_an_overflow_only_in_a_listed_wording_with_both_counts() -> Non
     assert detect_overflow(429, codegate, wire_format="openai") == Overflow(33410, 32768)
     assert detect_overflow(400, codegate, wire_format="openai") == Overflow(33410, 32768)
     for limited in (
-        # words alone, a code alone, a per-minute or quota word beside the counts
+        # words alone, a code alone, a per-minute or quota word beside the counts, a sum
+        # (a limiter's "used + requested > limit"), a word of waiting or load, a rate code
         {"error": {"message": "Context window exceeded for this model"}},
+        {"error": {"message": "Token budget exceeded: tokens 98000 + 3000 > 100000"}},
+        {"error": {"message": said + ". Server busy, retry in 5 seconds."}},
+        {"error": {"message": said, "code": "tpm_limit_exceeded"}},
+        {"error": {"message": said + ". Rate&nbsp;limit reached."}},
         {"error": {"message": "Request failed", "code": "context_length_exceeded"}},
         {"error": {"message": said + ". Rate limit reached, try again in 20s."}},
         {"error": {"message": said + ". Your quota for this key is exhausted."}},

@@ -667,8 +667,12 @@ BARE_STREAM_LIMIT: Final = 4096
 _SSE_LINE_RE: Final = re.compile(rb"(?m)^[ \t]*(?:" + b"|".join(_SSE_STANDARD) + rb")[ \t]*:")
 _COMMENT_LINE_RE: Final = re.compile(rb"(?m)^[ \t]*:[^\r\n]*(?:\r\n|\r|\n|$)")
 _BOM: Final = "\ufeff".encode()
-# a key that makes a JSON line an error: "error", "error_msg", "errorMessage", "err"...
-_BARE_ERROR_KEY_RE: Final = re.compile(rb'"err(?:or)?[\w-]*"\s*:', re.IGNORECASE)
+# a key that makes a JSON line an error: "error", "error_msg", "errorMessage", "err"...,
+# or an object typed as one (vLLM's flat {"object": "error", ...}, which Slurm-vLLM's proxy
+# writes raw into the 200 stream it opened)
+_BARE_ERROR_KEY_RE: Final = re.compile(
+    rb'"err(?:or)?[\w-]*"\s*:|"(?:object|type)"\s*:\s*"error"', re.IGNORECASE
+)
 
 
 def detect_bare_stream_overflow(

@@ -166,7 +166,7 @@ class _Facts:
             kept = text[: self.room]
             self.room -= len(kept)
             if "&" in kept:  # (HTML's escapes, as WordPress writes "tokens &gt; 200000")
-                kept = html.unescape(kept)
+                kept = html.unescape(kept).replace("\xa0", " ")
             self.texts.append(kept)
 
 
@@ -616,12 +616,15 @@ def _error_line_reply(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
     return True
 
 
+# quotation marks but the apostrophe ("This model's maximum context length"): a reply that
+# quotes an error is a model's answer about it
+_QUOTES: Final = '"`\u201c\u201d\u2018\u00ab\u00bb\u300c\u300d'
 # (one sentence, no JSON or list in it: a model's answer that starts so says more)
-_ERROR_LINE_RE: Final = re.compile(r"Error: ([^\n.!?{}\[\]]{1,200}[.!?]?)\s*")
+_ERROR_LINE_RE: Final = re.compile(r"Error: ([^\n.!?{}\[\]" + _QUOTES + r"]{1,200}[.!?]?)\s*")
 # ... or, finished "length", one sentence that states an overflow with both its counts,
 # whatever its first word (m4gshm's OpenVINO agent server: "prompt exceeds limit: 33000 >=
 # 32768")
-_COUNTED_LINE_RE: Final = re.compile(r"[^\n.!?{}\[\]]{1,200}[.!?]?\s*")
+_COUNTED_LINE_RE: Final = re.compile(r"[^\n.!?{}\[\]" + _QUOTES + r"]{1,200}[.!?]?\s*")
 
 
 def _uncounted_reply(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
@@ -651,7 +654,7 @@ def _uncounted_reply(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
         text = block.get("text") if is_text else None
     else:
         return False
-    if not isinstance(text, str) or _AS_SENT_RE.fullmatch(text) is None:
+    if not isinstance(text, str) or _AS_SENT_RE.fullmatch(html.unescape(text)) is None:
         return False
     if not _counted_nothing(doc.get("usage")):
         return False
@@ -663,17 +666,20 @@ def _uncounted_reply(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
 
 
 # a provider's message as a gateway wrote it into a reply: one line, nothing quoted
-_AS_SENT_RE: Final = re.compile(r"[^\n{}\[\]\"`\u201c\u201d]{1,600}")
+_AS_SENT_RE: Final = re.compile(r"[^\n{}\[\]" + _QUOTES + r"]{1,600}\s*")
 
 
 def _counted_nothing(usage: Any) -> bool:
     """A usage that states a prompt's count and an output's, both 0, and no other count
-    but 0 (a cache read, a total)."""
+    but 0 (a cache read, a total, a count in its details)."""
     if not isinstance(usage, dict):
         return False
     prompt = usage.get("prompt_tokens", usage.get("input_tokens"))
     output = usage.get("completion_tokens", usage.get("output_tokens"))
-    counts = [count for count in usage.values() if type(count) in (int, float)]
+    values = list(islice(usage.values(), _MAX_ITEMS))
+    for detail in [value for value in values if isinstance(value, dict)]:
+        values.extend(islice(detail.values(), _MAX_ITEMS))  # ("prompt_tokens_details")
+    counts = [count for count in values if type(count) in (int, float)]
     return _is_zero(prompt) and _is_zero(output) and not any(counts)
 
 
@@ -1535,10 +1541,33 @@ def _refused_overflow(status: int, facts: _Facts) -> bool:
         return _forbidden_overflow(facts)
     if status != 429 or any(_RATE_CODE_RE.search(code) for code in facts.codes):
         return False
-    return _counted(facts.texts)
+    return not any(map(_never, facts.texts)) and any(map(_prompt_alone_over, facts.texts))
 
 
-_RATE_CODE_RE: Final = re.compile(r"rate|quota|throttl|exhaust|too_many_requests|busy")
+def _prompt_alone_over(text: str) -> bool:
+    """A listed wording that states the prompt's count at or over the window's, no output
+    reservation beside them (a limiter's "used + requested > limit" is no such sum), in a
+    message that says nothing of waiting or load."""
+    if _WAIT_RE.search(text) is not None:
+        return False
+    for pattern in _PATTERNS:
+        match = pattern.search(text)
+        if match is None:
+            continue
+        groups = match.groupdict()
+        real, limit = _num(groups.get("real")), _num(groups.get("max"))
+        if real is not None and limit is not None and groups.get("comp") is None:
+            return real >= limit
+    return False
+
+
+_RATE_CODE_RE: Final = re.compile(
+    r"rate|quota|throttl|exhaust|too_many_requests|busy|tpm|rpm|overload|capacity|concurren"
+)
+_WAIT_RE: Final = re.compile(
+    r"retry|try again|later|wait|busy|slow down|in[ -]flight|concurren|capacity|overload",
+    re.IGNORECASE,
+)
 
 
 def _forbidden_overflow(facts: _Facts) -> bool:
