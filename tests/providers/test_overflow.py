@@ -1125,6 +1125,12 @@ def test_a_stream_of_bare_text_is_read_as_an_error_body() -> None:
     flat = {"object": "error", "message": stated.decode() + "resulted in 9000 tokens.", "code": 400}
     assert bare(orjson.dumps(flat)) == Overflow(9000, 8192)
     assert bare(orjson.dumps({**flat, "object": "chat.completion"})) is None
+    # (typed as an error as a whole only: not a tool call's arguments in an answer)
+    args = orjson.dumps({"type": "error", "message": flat["message"]}).decode()
+    call = {"function": {"name": "report", "arguments": args}}
+    answer = {"message": {"role": "assistant", "tool_calls": [call]}, "done": True}
+    assert bare(orjson.dumps(answer)) is None
+    assert bare(orjson.dumps({"message": {"type": "error", "message": flat["message"]}})) is None
     assert bare("\ufeffdata: Prompt is too long".encode()) is None
     assert bare("\ufeffPrompt is too long".encode()) == Overflow(None, None)
     # keep-alive comments before the text (CLIProxyAPI 1.0) are no SSE lines of output,
@@ -1746,6 +1752,8 @@ def test_a_line_stating_an_overflow_with_its_counts_as_the_whole_reply_is_read()
         said + "\nSo the history was cut.",
         said + ". So the history was cut.",
         said + " {x}",
+        f"The API said &quot;{said}&quot;",  # (quotes, HTML-escaped or not: an answer)
+        f"The API said \u00ab{said}\u00bb",
     ):
         reply = {"choices": [{"message": {"content": text}, "finish_reason": "length"}]}
         assert detect_overflow(200, orjson.dumps(reply), wire_format="openai") is None, text
@@ -3553,6 +3561,8 @@ def test_a_429_is_an_overflow_only_in_a_listed_wording_with_both_counts() -> Non
         {"error": {"message": said + ". Server busy, retry in 5 seconds."}},
         {"error": {"message": said, "code": "tpm_limit_exceeded"}},
         {"error": {"message": said + ". Rate&nbsp;limit reached."}},
+        {"error": {"message": said + ". Rate\xa0limit reached."}},
+        {"error": {"message": said, "details": "Retry after 30 seconds."}},
         {"error": {"message": "Request failed", "code": "context_length_exceeded"}},
         {"error": {"message": said + ". Rate limit reached, try again in 20s."}},
         {"error": {"message": said + ". Your quota for this key is exhausted."}},

@@ -369,7 +369,8 @@ def _raw_json(fields: list[tuple[bytes, bytes]]) -> bytes | None:
     lines: after "data: " with its pretty-printed lines following unprefixed (agent-cli's
     memory proxy relays OpenAI's error so), or as a line of its own before "data: [DONE]"
     (AutoRAG's proxy). Its lines read as fields no SSE names; joined again (less the
-    "[DONE]"), they are JSON with an error key. None for any other block."""
+    "[DONE]"), they are JSON with an error key (``_json_error``). None for any other
+    block."""
     if all(field in _SSE_FIELDS for field, _ in fields):
         return None
     lines: list[bytes] = []
@@ -387,13 +388,29 @@ def _raw_json(fields: list[tuple[bytes, bytes]]) -> bytes | None:
                 return None  # (not JSON from its start: judged no further)
             started = True
     text = b"\n".join(lines).strip()
-    if _BARE_ERROR_KEY_RE.search(text) is None:
+    if not _json_error(text):
         return None
     try:
         orjson.loads(text)
     except orjson.JSONDecodeError:
         return None
     return text
+
+
+def _json_error(text: bytes) -> bool:
+    """Whether ``text`` is JSON with an error key ("error", "error_msg", "errorMessage",
+    "err"...) or a whole object typed as an error (vLLM's flat ``{"object": "error", ...}``,
+    which Slurm-vLLM's proxy writes raw into the 200 stream it opened; never an object
+    nested in an answer, such as a tool call's arguments)."""
+    if _BARE_ERROR_KEY_RE.search(text) is not None:
+        return True
+    if _TYPED_ERROR_RE.search(text) is None:
+        return False
+    try:
+        doc = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return False
+    return isinstance(doc, dict) and (doc.get("object") == "error" or doc.get("type") == "error")
 
 
 def _choice_has_output(choice: Any) -> bool:
@@ -667,12 +684,10 @@ BARE_STREAM_LIMIT: Final = 4096
 _SSE_LINE_RE: Final = re.compile(rb"(?m)^[ \t]*(?:" + b"|".join(_SSE_STANDARD) + rb")[ \t]*:")
 _COMMENT_LINE_RE: Final = re.compile(rb"(?m)^[ \t]*:[^\r\n]*(?:\r\n|\r|\n|$)")
 _BOM: Final = "\ufeff".encode()
-# a key that makes a JSON line an error: "error", "error_msg", "errorMessage", "err"...,
-# or an object typed as one (vLLM's flat {"object": "error", ...}, which Slurm-vLLM's proxy
-# writes raw into the 200 stream it opened)
-_BARE_ERROR_KEY_RE: Final = re.compile(
-    rb'"err(?:or)?[\w-]*"\s*:|"(?:object|type)"\s*:\s*"error"', re.IGNORECASE
-)
+# a key that makes a JSON line an error: "error", "error_msg", "errorMessage", "err"...
+_BARE_ERROR_KEY_RE: Final = re.compile(rb'"err(?:or)?[\w-]*"\s*:', re.IGNORECASE)
+# ... and a type that may (``_json_error`` checks it is the whole object's)
+_TYPED_ERROR_RE: Final = re.compile(rb'"(?:object|type)"\s*:\s*"error"')
 
 
 def detect_bare_stream_overflow(
@@ -684,16 +699,16 @@ def detect_bare_stream_overflow(
     keep-alive ": CLI-PROXY-API PROCESSING" lines, then its error JSON). ``data`` is the
     whole stream; less its comments, at most ``BARE_STREAM_LIMIT`` bytes of it are read as
     an error body with no status of its own (``detect_overflow`` at 400), so only an
-    overflow's wording counts. JSON in it counts only with an error key: a JSON-lines
-    answer (``{"message": ..., "done": true}``) is not an error. A stream that carries
-    output has SSE lines."""
+    overflow's wording counts. JSON in it counts only with an error key or typed as an
+    error as a whole (``_json_error``): a JSON-lines answer (``{"message": ..., "done":
+    true}``) is not an error. A stream that carries output has SSE lines."""
     if data.startswith(_BOM):
         data = data[len(_BOM) :]
     if b":" in data:
         data = _COMMENT_LINE_RE.sub(b"", data)
     if not data.strip() or len(data) > BARE_STREAM_LIMIT or _SSE_LINE_RE.search(data):
         return None
-    if data.lstrip()[:1] in (b"{", b"[") and _BARE_ERROR_KEY_RE.search(data) is None:
+    if data.lstrip()[:1] in (b"{", b"[") and not _json_error(data):
         return None
     return detect_overflow(400, data, wire_format=wire_format, patterns=patterns)
 

@@ -166,7 +166,9 @@ class _Facts:
             kept = text[: self.room]
             self.room -= len(kept)
             if "&" in kept:  # (HTML's escapes, as WordPress writes "tokens &gt; 200000")
-                kept = html.unescape(kept).replace("\xa0", " ")
+                kept = html.unescape(kept)
+            if "\xa0" in kept:  # (a no-break space, "rate&nbsp;limit", is a space)
+                kept = kept.replace("\xa0", " ")
             self.texts.append(kept)
 
 
@@ -601,8 +603,9 @@ def _error_line_reply(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
     if choice is None or choice.get("finish_reason") not in ("length", "error"):
         return False
     text = _reply_text(choice)
-    if not isinstance(text, str) or not _sent_whole(doc, choice):
+    if not isinstance(text, str) or len(text) > MAX_REPLY_READ or not _sent_whole(doc, choice):
         return False
+    text = html.unescape(text)
     match = _ERROR_LINE_RE.fullmatch(text)
     if match is not None:
         _add_text(match.group(1), facts, depth)
@@ -618,13 +621,19 @@ def _error_line_reply(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
 
 # quotation marks but the apostrophe ("This model's maximum context length"): a reply that
 # quotes an error is a model's answer about it
-_QUOTES: Final = '"`\u201c\u201d\u2018\u00ab\u00bb\u300c\u300d'
+_QUOTES: Final = (
+    '"`\u201c\u201d\u201e\u201f\u2018\u00ab\u00bb\u2039\u203a\u300c\u300d\u300e\u300f\uff02'
+)
+# line breaks a one-line reader refuses
+_LINE_BREAKS: Final = "\n\r\x85\u2028\u2029"
 # (one sentence, no JSON or list in it: a model's answer that starts so says more)
-_ERROR_LINE_RE: Final = re.compile(r"Error: ([^\n.!?{}\[\]" + _QUOTES + r"]{1,200}[.!?]?)\s*")
+_ERROR_LINE_RE: Final = re.compile(
+    r"Error: ([^.!?{}\[\]" + _QUOTES + _LINE_BREAKS + r"]{1,200}[.!?]?)\s*"
+)
 # ... or, finished "length", one sentence that states an overflow with both its counts,
 # whatever its first word (m4gshm's OpenVINO agent server: "prompt exceeds limit: 33000 >=
 # 32768")
-_COUNTED_LINE_RE: Final = re.compile(r"[^\n.!?{}\[\]" + _QUOTES + r"]{1,200}[.!?]?\s*")
+_COUNTED_LINE_RE: Final = re.compile(r"[^.!?{}\[\]" + _QUOTES + _LINE_BREAKS + r"]{1,200}[.!?]?\s*")
 
 
 def _uncounted_reply(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
@@ -654,9 +663,9 @@ def _uncounted_reply(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
         text = block.get("text") if is_text else None
     else:
         return False
-    if not isinstance(text, str) or _AS_SENT_RE.fullmatch(html.unescape(text)) is None:
+    if not isinstance(text, str) or not _counted_nothing(doc.get("usage")):
         return False
-    if not _counted_nothing(doc.get("usage")):
+    if len(text) > MAX_REPLY_READ or not _as_sent(text):
         return False
     read = reply_overflow(text)
     if read is None or read.real is None or read.maximum is None:
@@ -665,8 +674,13 @@ def _uncounted_reply(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
     return True
 
 
-# a provider's message as a gateway wrote it into a reply: one line, nothing quoted
-_AS_SENT_RE: Final = re.compile(r"[^\n{}\[\]" + _QUOTES + r"]{1,600}\s*")
+def _as_sent(text: str) -> bool:
+    """A provider's message as a gateway wrote it into a reply: one line, no quotation
+    mark (HTML's escapes undone), no JSON or list."""
+    return _AS_SENT_RE.fullmatch(html.unescape(text).rstrip()) is not None
+
+
+_AS_SENT_RE: Final = re.compile(r"[^{}\[\]" + _QUOTES + _LINE_BREAKS + r"]{1,600}")
 
 
 def _counted_nothing(usage: Any) -> bool:
@@ -1541,15 +1555,15 @@ def _refused_overflow(status: int, facts: _Facts) -> bool:
         return _forbidden_overflow(facts)
     if status != 429 or any(_RATE_CODE_RE.search(code) for code in facts.codes):
         return False
-    return not any(map(_never, facts.texts)) and any(map(_prompt_alone_over, facts.texts))
+    if any(_never(text) or _WAIT_RE.search(text) is not None for text in facts.texts):
+        return False
+    return any(map(_prompt_alone_over, facts.texts))
 
 
 def _prompt_alone_over(text: str) -> bool:
     """A listed wording that states the prompt's count at or over the window's, no output
     reservation beside them (a limiter's "used + requested > limit" is no such sum), in a
-    message that says nothing of waiting or load."""
-    if _WAIT_RE.search(text) is not None:
-        return False
+    message that says nothing of waiting or load (its caller's check)."""
     for pattern in _PATTERNS:
         match = pattern.search(text)
         if match is None:
