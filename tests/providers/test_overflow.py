@@ -3395,6 +3395,16 @@ _LEFT_MISSES: Final = {
     "hb428-qiayue-relay-context-length": _NOT_TRIMMED + " (a web UI's own relay stream)",
     "hb430-llmmllab-openai-507-ctx": "a 507",
     "hb433-chatanywhere-free-prompt-4096": "a free plan's prompt cap, sent as a 403",
+    "hb440-buildingai-custom-vllm-overflow": _NOT_TRIMMED + " (an app's AI SDK UI stream)",
+    "hb440-buildingai-deepseek-overflow": _NOT_TRIMMED + " (an app's AI SDK UI stream)",
+    "hb440-buildingai-anthropic-overflow": _NOT_TRIMMED + " (an app's AI SDK UI stream)",
+    "hb440-jeecgboot-openai-overflow-error-object": _NOT_TRIMMED + " (JeecgBoot's app chat)",
+    # ONNX Runtime GenAI's "max_length (T) cannot be greater than model context_length (L)":
+    # onnx-genai's T is the prompt with max_tokens, other servers' T the output alone (the
+    # corpus's hb245 look-alikes): the same words, either way
+    "hb441-onnxgenai-phi3-4k-default-max-tokens": "ORT GenAI's max_length, either side",
+    "hb441-onnxgenai-qwen-32k-prompt-over-window": "ORT GenAI's max_length, either side",
+    "hb441-onnxgenai-phi35-128k-long-history": "ORT GenAI's max_length, either side",
 }
 
 
@@ -3691,8 +3701,8 @@ def test_the_generic_readers_alone_read_no_look_alike(monkeypatch: pytest.Monkey
             read[entry["overflow"]].append(entry["id"])
     assert read[False] == []
     overflows = sum(1 for entry in [*CORPUS, *heldout] if entry["overflow"])
-    # 1,099 of 1,168 when this was written; 3,077 of 3,336 after batch 413 and 3,200 of
-    # 3,484 (91.8%) after batch 436, whose collectors went after servers' own wordings
+    # 1,099 of 1,168 when this was written; 3,077 of 3,336 after batch 413 and 3,231 of
+    # 3,524 (91.7%) after batch 441, whose collectors went after servers' own wordings
     # (release by release, server by server), which only a listing reads: the floor
     # guards the generic readers against narrowing, not the data's mix against drifting
     assert len(read[True]) >= 0.91 * overflows
