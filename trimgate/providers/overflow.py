@@ -399,9 +399,10 @@ def _raw_json(fields: list[tuple[bytes, bytes]]) -> bytes | None:
 
 def _json_error(text: bytes) -> bool:
     """Whether ``text`` is JSON with an error key ("error", "error_msg", "errorMessage",
-    "err"...) or a whole object typed as an error (vLLM's flat ``{"object": "error", ...}``,
-    which Slurm-vLLM's proxy writes raw into the 200 stream it opened; never an object
-    nested in an answer, such as a tool call's arguments)."""
+    "err"..., wherever it stands) or a whole object typed as an error (vLLM's flat
+    ``{"object": "error", ...}``, which Slurm-vLLM's proxy writes raw into the 200 stream
+    it opened; a type nested in an answer, such as a tool call's arguments, does not
+    count)."""
     if _BARE_ERROR_KEY_RE.search(text) is not None:
         return True
     if _TYPED_ERROR_RE.search(text) is None:

@@ -597,13 +597,18 @@ def _error_line_reply(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
     "prompt exceeds limit: 33000 >= 32768"), where no model wrote it: finished
     "length" or "error" (a model's complete sentence finishes "stop"), and, as for the
     bracketed form, a completion that counts no output token (or carries no usage), or a
-    chunk that carries its finish reason beside the whole text. Read as an error's
-    message."""
+    chunk that carries its finish reason beside the whole text. The text is read with
+    HTML's escapes undone, its trailing blanks aside, and at most ``MAX_REPLY_READ``
+    characters long; a quotation mark in it (but the apostrophe) makes it an answer. Read
+    as an error's message."""
     choice = _first_choice(doc)
     if choice is None or choice.get("finish_reason") not in ("length", "error"):
         return False
     text = _reply_text(choice)
-    if not isinstance(text, str) or len(text) > MAX_REPLY_READ or not _sent_whole(doc, choice):
+    if not isinstance(text, str) or not _sent_whole(doc, choice):
+        return False
+    text = text.rstrip()
+    if len(text) > MAX_REPLY_READ:
         return False
     text = html.unescape(text)
     match = _ERROR_LINE_RE.fullmatch(text)
