@@ -3405,6 +3405,7 @@ _LEFT_MISSES: Final = {
     "hb441-onnxgenai-phi3-4k-default-max-tokens": "ORT GenAI's max_length, either side",
     "hb441-onnxgenai-qwen-32k-prompt-over-window": "ORT GenAI's max_length, either side",
     "hb441-onnxgenai-phi35-128k-long-history": "ORT GenAI's max_length, either side",
+    "hb443-llmgateway-redis-openai-overflow-sse": _NOT_TRIMMED + " (llm-gateway's named prompts)",
 }
 
 
@@ -3412,6 +3413,9 @@ _LEFT_MISSES: Final = {
 # coze-discord-proxy's "prompt已超过限制" names nothing (the retry aims at 2/3 of the estimate)
 _UNREAD: Final = frozenset(
     {
+        # hf-llm-api's "Prompt exceeded token limit: 2031 > 2048" (a hidden 20-token reserve):
+        # a pair that is false as arithmetic states no deficit
+        "hb442-hfllmapi-zephyr-reserve-edge",
         # PrivateGPT's "The message length M and system prompt length S exceed the maximum
         # token limit L": two parts and no output reservation, which no reader sums
         "hb427-privategpt-message-and-system-exceed-limit",
@@ -3701,8 +3705,8 @@ def test_the_generic_readers_alone_read_no_look_alike(monkeypatch: pytest.Monkey
             read[entry["overflow"]].append(entry["id"])
     assert read[False] == []
     overflows = sum(1 for entry in [*CORPUS, *heldout] if entry["overflow"])
-    # 1,099 of 1,168 when this was written; 3,077 of 3,336 after batch 413 and 3,231 of
-    # 3,524 (91.7%) after batch 441, whose collectors went after servers' own wordings
+    # 1,099 of 1,168 when this was written; 3,077 of 3,336 after batch 413 and 3,265 of
+    # 3,559 (91.7%) after batch 445, whose collectors went after servers' own wordings
     # (release by release, server by server), which only a listing reads: the floor
     # guards the generic readers against narrowing, not the data's mix against drifting
     assert len(read[True]) >= 0.91 * overflows
