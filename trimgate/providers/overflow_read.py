@@ -617,6 +617,12 @@ def _error_line_reply(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
         return True
     if choice.get("finish_reason") != "length" or _COUNTED_LINE_RE.fullmatch(text) is None:
         return False
+    return _add_counted(text, facts, depth)
+
+
+def _add_counted(text: str, facts: _Facts, depth: int) -> bool:
+    """Keep a reply's ``text`` as an error's message when it reads as an overflow with
+    both its counts stated; False when it does not."""
     read = reply_overflow(text)
     if read is None or read.real is None or read.maximum is None:
         return False
@@ -672,11 +678,7 @@ def _uncounted_reply(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
         return False
     if len(text) > MAX_REPLY_READ or not _as_sent(text):
         return False
-    read = reply_overflow(text)
-    if read is None or read.real is None or read.maximum is None:
-        return False
-    _add_text(text, facts, depth)
-    return True
+    return _add_counted(text, facts, depth)
 
 
 def _as_sent(text: str) -> bool:
@@ -1552,10 +1554,11 @@ def _output_alone(text: str) -> bool:
 
 def _refused_overflow(status: int, facts: _Facts) -> bool:
     """An overflow sent with a status that otherwise rules one out: a 403 as
-    ``_forbidden_overflow`` tells, or a 429 whose listed wording states both counts and an
-    excess, with no rate, quota, billing or auth word and no code of a rate limit or a
-    quota (CodeGate answers llama-cpp-python's "Requested tokens (P) exceed context window
-    of L" so)."""
+    ``_forbidden_overflow`` tells, or a 429 whose listed wording states the prompt alone at
+    or over the window (``_prompt_alone_over``), with no rate, quota, billing, auth,
+    waiting or load word in any of its messages and no code of a rate limit or a quota
+    (CodeGate answers llama-cpp-python's "Requested tokens (P) exceed context window of L"
+    so)."""
     if status == 403:
         return _forbidden_overflow(facts)
     if status != 429 or any(_RATE_CODE_RE.search(code) for code in facts.codes):
