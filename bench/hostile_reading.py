@@ -2,9 +2,10 @@
 long run of one filler (blanks, digits, commas, letters...), in a 400 error body, through
 ``detect_overflow``, ``detect_unfixable`` and ``detect_suspect``; the slowest cases first.
 Then what splitting a held stream into events costs the relay: 1 MiB of the smallest
-events (keep-alive comments, empty data lines), one read's worth at once; and what reading
+events (keep-alive comments, empty data lines), one read's worth at once; what reading
 a stream's one reply chunk of 60,000 non-ASCII characters costs (its JSON cut at the
-readers' 64 KiB, it is read as a text event).
+readers' 64 KiB, it is read as a text event); and a whole reply of 60,000 blanks finished
+"length", as the one-line reply readers see it.
 
     python -m bench.hostile_reading [--chars 4000] [--top 12]
 
@@ -37,6 +38,9 @@ WORDS = (
     "prompt exceeds limit:", "unable to compact the conversation", "(status code: 4",
     "token limit exceeded: 9 > 8 (prompt: 9 + max:", "messages token length must be in (0,",
     "prompt is about 9 tokens (", "your request contains **",
+    "requested prompt_tokens 9 plus max_tokens", "this server's total token limit of", "&gt;",
+    "&#x", "request exceeds the loaded model or kv limit",
+    "condensed history exceeds maximum length",
 )  # fmt: skip
 FILLERS = (" ", "a", "1", "1 ", "a ", ", ", "(", "-", ".", "1,", "\t", "tokens ", "1 + ", "a1", "é")
 
@@ -74,6 +78,15 @@ def main() -> None:
         overflow.detect_stream_overflow(chunk, wire_format="openai")
         seconds = time.perf_counter() - started
         print(f"{1000 * seconds:8.1f} ms  one reply chunk of 60,000 x {fragment[:8]!r}")
+    # a whole reply finished "length", 60,000 blanks after "error", that counted nothing:
+    # the one-line readers' shape (quadratic on blanks when unbounded)
+    reply = {"message": {"content": "error " + " " * 60_000 + "x"}, "finish_reason": "length"}
+    for usage in ({"prompt_tokens": 0, "completion_tokens": 0}, None):
+        whole = orjson.dumps({"choices": [reply], **({"usage": usage} if usage else {})})
+        started = time.perf_counter()
+        overflow.detect_overflow(200, whole, wire_format="openai")
+        seconds = time.perf_counter() - started
+        print(f"{1000 * seconds:8.1f} ms  a 60,000-blank reply finished length, usage {usage}")
 
 
 if __name__ == "__main__":
