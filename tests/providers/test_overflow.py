@@ -1831,6 +1831,42 @@ def test_html_escapes_in_a_message_are_read_as_their_characters() -> None:
     assert read is not None and (read.real, read.maximum) == (208311, 200000)
 
 
+def test_an_empty_reply_finished_length_before_any_output_is_an_overflow() -> None:
+    # LMDeploy (to 0.9) answers a prompt that leaves no room in its session with no text,
+    # finished "length", the prompt counted and no output token
+    counted = {"prompt_tokens": 2391, "completion_tokens": 0, "total_tokens": 2391}
+    body = _whole_reply("", "length", counted)
+    assert detect_overflow(200, body, wire_format="openai") == Overflow(None, None)
+    tool = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    doc = orjson.loads(body)
+    message = doc["choices"][0]["message"]
+    for other in (
+        _whole_reply("", "length", {**counted, "completion_tokens": 512}),  # reasoning spent
+        _whole_reply("", "length", {**counted, "prompt_tokens": 0}),
+        _whole_reply("", "length"),
+        _whole_reply("", "stop", counted),
+        orjson.dumps({**doc, "choices": [*doc["choices"], *doc["choices"]]}),
+        orjson.dumps(
+            {
+                **doc,
+                "choices": [{**doc["choices"][0], "message": {**message, "tool_calls": [tool]}}],
+            }
+        ),
+        orjson.dumps(
+            {
+                **doc,
+                "choices": [
+                    {**doc["choices"][0], "message": {**message, "reasoning_content": "Hm"}}
+                ],
+            }
+        ),
+    ):
+        assert detect_overflow(200, other, wire_format="openai") is None, other
+    # a stream's last chunk so (its text came before) is no such reply
+    last = {"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}], "usage": counted}
+    assert detect_stream_overflow(_sse(last), wire_format="openai") is None
+
+
 def test_a_prompt_tokens_key_in_a_message_names_the_prompt() -> None:
     # mlxts: "Requested prompt_tokens P plus max_tokens C exceeds this server's total token
     # limit of L." with context_length_exceeded: the prompt's side, not an output cap

@@ -395,7 +395,7 @@ def _walk_document(doc: Any, facts: _Facts, depth: int, *, error_status: bool) -
         return True
     if _error_as_reply(doc, facts, depth):
         return True
-    if _window_stop(doc):
+    if _window_stop(doc) or _empty_length_reply(doc):
         facts.codes.add(WINDOW_STOP)
         return True
     if _flat_error(doc, facts, depth):
@@ -523,6 +523,31 @@ def _window_stop(doc: dict[str, Any]) -> bool:
         delta = doc.get("delta")
         return isinstance(delta, dict) and delta.get("stop_reason") == WINDOW_STOP
     return False
+
+
+def _empty_length_reply(doc: dict[str, Any]) -> bool:
+    """The OpenAI-format counterpart of that stop: LMDeploy (to 0.9) answers a prompt that
+    leaves no room in its session ("run out of tokens") as one whole completion with no
+    text, no tool call and no reasoning, finished "length", whose usage counts the prompt
+    and 0 output tokens: a model stops at its output limit only after writing something."""
+    choices = doc.get("choices")
+    if not isinstance(choices, list) or len(choices) != 1 or not isinstance(choices[0], dict):
+        return False
+    choice = choices[0]
+    message = choice.get("message")
+    if choice.get("finish_reason") != "length" or not isinstance(message, dict):
+        return False
+    if any(map(message.get, _REPLY_FIELDS)):
+        return False
+    usage = doc.get("usage")
+    if not isinstance(usage, dict):
+        return False
+    prompt = usage.get("prompt_tokens")
+    return type(prompt) is int and prompt > 0 and _is_zero(usage.get("completion_tokens"))
+
+
+# what a reply may hold besides nothing
+_REPLY_FIELDS: Final = ("content", "tool_calls", "function_call", "reasoning_content", "reasoning")
 
 
 def _walk_choices(choices: list[Any], facts: _Facts, depth: int) -> bool:
