@@ -527,27 +527,34 @@ def _window_stop(doc: dict[str, Any]) -> bool:
 
 def _empty_length_reply(doc: dict[str, Any]) -> bool:
     """The OpenAI-format counterpart of that stop: LMDeploy (to 0.9) answers a prompt that
-    leaves no room in its session ("run out of tokens") as one whole completion with no
-    text, no tool call and no reasoning, finished "length", whose usage counts the prompt
-    and 0 output tokens: a model stops at its output limit only after writing something."""
+    leaves no room in its session ("run out of tokens") as one whole completion whose text
+    is empty and which holds nothing else (no tool call, reasoning, refusal, audio or
+    log-probabilities), finished "length", whose usage counts the prompt, no output token
+    and nothing beyond (a total above the prompt, reasoning counted apart, as gateways
+    over Gemini write when thinking spent a small max_tokens) and no cached prompt (a
+    cache's replay): a model stops at its output limit only after writing something."""
     choices = doc.get("choices")
     if not isinstance(choices, list) or len(choices) != 1 or not isinstance(choices[0], dict):
         return False
     choice = choices[0]
     message = choice.get("message")
-    if choice.get("finish_reason") != "length" or not isinstance(message, dict):
+    if choice.get("finish_reason") != "length" or choice.get("index", 0) != 0:
         return False
-    if any(map(message.get, _REPLY_FIELDS)):
+    if not isinstance(message, dict) or message.get("content") != "" or choice.get("logprobs"):
+        return False
+    if any(value for key, value in message.items() if key not in ("role", "content")):
         return False
     usage = doc.get("usage")
     if not isinstance(usage, dict):
         return False
     prompt = usage.get("prompt_tokens")
-    return type(prompt) is int and prompt > 0 and _is_zero(usage.get("completion_tokens"))
-
-
-# what a reply may hold besides nothing
-_REPLY_FIELDS: Final = ("content", "tool_calls", "function_call", "reasoning_content", "reasoning")
+    if type(prompt) is not int or prompt <= 0 or not _is_zero(usage.get("completion_tokens")):
+        return False
+    if usage.get("total_tokens", prompt) != prompt:
+        return False
+    details = [usage.get("completion_tokens_details"), usage.get("prompt_tokens_details")]
+    output_details, prompt_details = (d if isinstance(d, dict) else {} for d in details)
+    return not any(output_details.values()) and not prompt_details.get("cached_tokens")
 
 
 def _walk_choices(choices: list[Any], facts: _Facts, depth: int) -> bool:
