@@ -3634,6 +3634,14 @@ def test_a_token_allowance_that_resets_is_no_window() -> None:
     window = said.split(" Your limit")[0]  # (without the refill: a limit stated as a window)
     body = orjson.dumps({"error": {"type": "token_limit_exceeded", "message": window}})
     assert detect_overflow(400, body, wire_format="openai") is not None
+    # an overflow's note on presets or on a conversation that resets is no refill
+    stated = "This model's maximum context length is 8192 tokens. However, your messages"
+    for note in (
+        " resulted in 9000 tokens. You can change the context length presets in Settings.",
+        " resulted in 9000 tokens. The conversation will reset when you start a new chat.",
+    ):
+        body = orjson.dumps({"error": {"message": stated + note}})
+        assert detect_overflow(400, body, wire_format="openai") == Overflow(9000, 8192), note
 
 
 def test_a_429_is_an_overflow_only_in_a_listed_wording_with_both_counts() -> None:

@@ -1174,11 +1174,14 @@ _NEVER_WORDS: Final = (
     "violat",
     "please wait",
     "wait before",
-    # a budget that refills ("Your limit will reset at Monday, ...": a plugin's per-user
-    # token allowance); a window never resets
-    "will reset",
-    "resets at",
-    "resets in",
+    # a budget that refills at a time ("Your limit will reset at Monday, ...": a plugin's
+    # per-user token allowance); a window never resets (spaced: not "presets in", "resets
+    # input", nor a conversation that "will reset when" a session ends)
+    "will reset at",
+    "will reset in",
+    "will reset on",
+    " resets at ",
+    " resets in ",
     # the same in Chinese: quota, balance, arrears, top-up, rate and concurrency limits,
     # authorisation, keys, sensitive content, violations, moderation
     "额度",
