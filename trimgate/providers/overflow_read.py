@@ -533,14 +533,11 @@ def _empty_length_reply(doc: dict[str, Any]) -> bool:
     and nothing beyond (a total above the prompt, reasoning counted apart, as gateways
     over Gemini write when thinking spent a small max_tokens) and no cached prompt (a
     cache's replay): a model stops at its output limit only after writing something."""
-    choices = doc.get("choices")
-    if not isinstance(choices, list) or len(choices) != 1 or not isinstance(choices[0], dict):
+    choice = _sole_length_choice(doc)
+    if choice is None or choice.get("index", 0) != 0 or choice.get("logprobs"):
         return False
-    choice = choices[0]
-    message = choice.get("message")
-    if choice.get("finish_reason") != "length" or choice.get("index", 0) != 0:
-        return False
-    if not isinstance(message, dict) or message.get("content") != "" or choice.get("logprobs"):
+    message = choice["message"]
+    if message.get("content") != "":
         return False
     if any(value for key, value in message.items() if key not in ("role", "content")):
         return False
@@ -555,6 +552,18 @@ def _empty_length_reply(doc: dict[str, Any]) -> bool:
     details = [usage.get("completion_tokens_details"), usage.get("prompt_tokens_details")]
     output_details, prompt_details = (d if isinstance(d, dict) else {} for d in details)
     return not any(output_details.values()) and not prompt_details.get("cached_tokens")
+
+
+def _sole_length_choice(doc: dict[str, Any]) -> dict[str, Any] | None:
+    """A whole completion's only choice, finished "length", with its message; None for any
+    other answer."""
+    choices = doc.get("choices")
+    if not isinstance(choices, list) or len(choices) != 1 or not isinstance(choices[0], dict):
+        return None
+    choice = choices[0]
+    if choice.get("finish_reason") != "length" or not isinstance(choice.get("message"), dict):
+        return None
+    return choice
 
 
 def _walk_choices(choices: list[Any], facts: _Facts, depth: int) -> bool:
@@ -688,13 +697,12 @@ def _uncounted_reply(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
     a usage on every answer, so the text must be the provider's message as it came: one
     line, nothing quoted, that states an overflow with both its counts (a model's answer
     about such an error quotes it, or says more). Read as an error's message."""
-    choices = doc.get("choices")
-    if choices is not None:
-        choice = _first_choice(doc)
-        if choice is None or len(choices) != 1 or choice.get("finish_reason") != "length":
+    if doc.get("choices") is not None:
+        choice = _sole_length_choice(doc)
+        if choice is None:
             return False
-        message = choice.get("message")
-        if not isinstance(message, dict) or any(map(message.get, ("tool_calls", "function_call"))):
+        message = choice["message"]
+        if any(map(message.get, ("tool_calls", "function_call"))):
             return False
         text = message.get("content")
     elif doc.get("type") == "message" and doc.get("stop_reason") == "max_tokens":
