@@ -1291,6 +1291,9 @@ _OUTPUT_SETTING_RE: Final = _p(
 # context window"), not the window's name ("context length") beside an output setting
 _PROMPT_SIDE_RE: Final = _p(
     r"\b(?:prompt|input|messages?|conversation|history|remaining|left|available)\b"
+    # ... or what remains of the window (eLLM's "requested max_tokens=4096, but only 1300
+    # tokens remain in the context window"; not "tokens remain today")
+    r"|\bremains? in (?:the )?context\b"
     # ... or its count key as what exceeds (mlxts's "Requested prompt_tokens P plus max_tokens
     # C exceeds this server's total token limit of L.")
     r"|(?<![a-z_])(?:prompt|input)_tokens\W{0,3}\d[\d,]*\W{0,3}(?:\+|plus\b|and\b)"
