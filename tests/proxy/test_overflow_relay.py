@@ -762,6 +762,80 @@ async def test_a_window_stop_after_output_is_the_answer(make_stack: MakeStack) -
     assert (await resp.json()) == truncated
 
 
+def _glm_window_stop(delta: dict[str, Any]) -> dict[str, Any]:
+    """A chunk of GLM's OpenAI-compatible stream finished at the window (Z.ai, 2026)."""
+    choice = {"index": 0, "finish_reason": "model_context_window_exceeded", "delta": delta}
+    return {"id": "2026032301", "created": 1774204420, "model": "glm-5", "choices": [choice]}
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_an_openai_format_window_stop_before_any_output_is_retried(
+    make_stack: MakeStack, stream: bool
+) -> None:
+    # GLM's OpenAI-compatible API ends a prompt over its window with that finish_reason
+    # and nothing said: as a chunk, then [DONE]; or as a whole completion
+    if stream:
+        chunk = _glm_window_stop({"role": "assistant", "content": ""})
+        first = Reply(events=[*sse_data(chunk), b"data: [DONE]\n\n"])
+        retry = ok_stream()
+    else:
+        reply = _glm_window_stop({})
+        reply["choices"][0]["message"] = reply["choices"][0].pop("delta")
+        reply["choices"][0]["message"].update(role="assistant", content="")
+        first, retry = json_reply(reply), json_reply(openai_ok(10))
+    fake = FakeProvider().then(first, retry)
+    stack = await make_stack(fake)
+    resp = await stack.client.post(
+        "/v1/chat/completions", json=openai_chat(8, model="glm-5", stream=stream)
+    )
+    assert resp.status == 200 and len(fake.requests) == 2
+    assert resp.headers["x-trimgate-reason"] == "reactive"
+
+
+_OPENER = {"role": "assistant", "content": ""}
+
+
+@pytest.mark.parametrize(
+    "chunks",
+    [
+        [_glm_window_stop({"role": "assistant", "content": "partial"})],
+        [_glm_window_stop({**_OPENER, "tool_calls": [{"index": 0, "id": "c1"}]})],
+        [_glm_window_stop({**_OPENER, "reasoning_content": "thinking"})],
+        # a text chunk, then the stop's tail with nothing in it
+        [{"choices": [{"index": 0, "delta": {"content": "partial"}}]}, _glm_window_stop(_OPENER)],
+        # a gateway's translated tail ("delta": {}) after chunks in keys no reader knows
+        [{"choices": [{"index": 0, "delta": {"thinking": "hm"}}]}, _glm_window_stop({})],
+        # usage that counts output: something was written, whatever the chunks showed
+        [{**_glm_window_stop(_OPENER), "usage": {"prompt_tokens": 9, "completion_tokens": 30}}],
+    ],
+    ids=["text", "tool-call", "reasoning", "text-then-tail", "gateway-tail", "usage-output"],
+)
+async def test_an_openai_format_window_stop_with_output_is_the_answer(
+    make_stack: MakeStack, chunks: list[dict[str, Any]]
+) -> None:
+    frames = [*sse_data(*chunks), b"data: [DONE]\n\n"]
+    fake = FakeProvider().then(Reply(events=frames))
+    stack = await make_stack(fake)
+    resp = await stack.client.post(
+        "/v1/chat/completions", json=openai_chat(8, model="glm-5", stream=True)
+    )
+    assert await resp.read() == b"".join(frames) and len(fake.requests) == 1
+
+
+async def test_a_whole_openai_format_window_stop_that_counted_output_is_the_answer(
+    make_stack: MakeStack,
+) -> None:
+    # a gateway's whole answer over Claude, whose thinking it dropped but counted
+    reply = _glm_window_stop({})
+    reply["choices"][0].pop("delta")
+    reply["choices"][0]["message"] = {"role": "assistant", "content": ""}
+    reply["usage"] = {"prompt_tokens": 9000, "completion_tokens": 412, "total_tokens": 9412}
+    fake = FakeProvider().then(json_reply(reply))
+    stack = await make_stack(fake)
+    resp = await stack.client.post("/v1/chat/completions", json=openai_chat(8, model="glm-5"))
+    assert await resp.json() == reply and len(fake.requests) == 1
+
+
 @pytest.mark.parametrize(
     "raw",
     [

@@ -134,7 +134,8 @@ def compile_patterns(sources: list[str] | tuple[str, ...]) -> Patterns:
     return tuple(compiled)
 
 
-# the stop_reason an answer that may be an overflow carries, as it stands in the JSON
+# the stop_reason (or finish_reason) an answer that may be an overflow carries, as it
+# stands in the JSON
 WINDOW_STOP_JSON: Final = f'"{WINDOW_STOP}"'.encode()
 
 

@@ -499,15 +499,17 @@ def _typed_error(doc: dict[str, Any]) -> bool:
     return isinstance(kind, str) and kind.endswith("error") and "message" in doc
 
 
-WINDOW_STOP: Final = "model_context_window_exceeded"  # an Anthropic stop_reason
+# Anthropic's stop_reason, and GLM's finish_reason, for a stop at the context window
+WINDOW_STOP: Final = "model_context_window_exceeded"
 
 
 def _window_stop(doc: dict[str, Any]) -> bool:
-    """An Anthropic-format answer that stopped at the context window before any output
-    (Z.ai's way of reporting an overflow, also Claude's when the prompt leaves no room): a
-    message with that ``stop_reason`` and no content, or the stream's ``message_delta``
-    saying so (the relay asks only before the first output). With output it is a
-    truncated answer, not an overflow."""
+    """An answer that stopped at the context window before any output (Z.ai's way of
+    reporting an overflow, also Claude's when the prompt leaves no room): an Anthropic
+    message with that ``stop_reason`` and no content, the stream's ``message_delta``
+    saying so (the relay asks only before the first output), or an OpenAI-format choice
+    finished so with nothing in it. With output it is a truncated answer, not an
+    overflow."""
     if doc.get("stop_reason") == WINDOW_STOP:
         content = doc.get("content")
         if not isinstance(content, list):
@@ -522,11 +524,26 @@ def _window_stop(doc: dict[str, Any]) -> bool:
     if doc.get("type") == "message_delta":
         delta = doc.get("delta")
         return isinstance(delta, dict) and delta.get("stop_reason") == WINDOW_STOP
-    return False
+    # ... and its OpenAI-format spelling: GLM's OpenAI-compatible API ends a prompt over its
+    # window with one chunk (or completion) whose only choice finished so and whose delta
+    # is the opener alone, {"role": "assistant", "content": ""}, counting no output. Not a
+    # gateway's translated tail ("delta": {}), which may close thinking or tool calls it
+    # wrote in keys a reader does not know. (one-api writes Claude's thinking as openers
+    # and passes the stop through: a reply it emptied so is resent trimmed, on purpose)
+    choice = _sole_choice(doc, WINDOW_STOP)
+    if choice is None or choice.get("index", 0) != 0 or choice.get("logprobs"):
+        return False
+    said = choice.get("delta", choice.get("message"))
+    if not isinstance(said, dict) or said.get("role") != "assistant":
+        return False
+    if any(value for key, value in said.items() if key != "role"):
+        return False
+    usage = doc.get("usage")
+    return not isinstance(usage, dict) or _is_zero(usage.get("completion_tokens"))
 
 
 def _empty_length_reply(doc: dict[str, Any]) -> bool:
-    """The OpenAI-format counterpart of that stop: LMDeploy (to 0.9) answers a prompt that
+    """A look-alike of that stop finished "length": LMDeploy (to 0.9) answers a prompt that
     leaves no room in its session ("run out of tokens") as one whole completion whose text
     is empty and which holds nothing else (no tool call, reasoning, refusal, audio or
     log-probabilities), finished "length", whose usage counts the prompt, no output token
@@ -557,13 +574,17 @@ def _empty_length_reply(doc: dict[str, Any]) -> bool:
 def _sole_length_choice(doc: dict[str, Any]) -> dict[str, Any] | None:
     """A whole completion's only choice, finished "length", with its message; None for any
     other answer."""
+    choice = _sole_choice(doc, "length")
+    return choice if choice is not None and isinstance(choice.get("message"), dict) else None
+
+
+def _sole_choice(doc: dict[str, Any], finish_reason: str) -> dict[str, Any] | None:
+    """An answer's only choice when it finished with ``finish_reason``."""
     choices = doc.get("choices")
     if not isinstance(choices, list) or len(choices) != 1 or not isinstance(choices[0], dict):
         return None
     choice = choices[0]
-    if choice.get("finish_reason") != "length" or not isinstance(choice.get("message"), dict):
-        return None
-    return choice
+    return choice if choice.get("finish_reason") == finish_reason else None
 
 
 def _walk_choices(choices: list[Any], facts: _Facts, depth: int) -> bool:
