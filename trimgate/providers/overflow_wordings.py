@@ -1003,8 +1003,10 @@ _ITEM_PROMPT_AFTER_RE: Final = _p(
     r"(?:input messages|messages|prompt|(?:text|tool|image|audio|file) input)\b|prompt\b)"
 )
 _ITEM_PROMPT_BEFORE_RE: Final = _p(
-    r"(?:input tokens length is|prompt length\s*+=?+\s*+\(?+|prompt tokens?:?|input length"
-    r"|(?:input|prompt)_tokens\s*+[=(]|(?<![a-z_])(?:input|prompt)_tokens:?+"
+    # ("final prefill length (P) after placeholder expansion plus max_tokens (C) is T, above
+    # L.", onnx-genai-server: the prompt as the engine fills it; not a chunked prefill's)
+    r"(?:input tokens length is|(?:prompt|final prefill) length\s*+=?+\s*+\(?+|prompt tokens?:?"
+    r"|input length|(?:input|prompt)_tokens\s*+[=(]|(?<![a-z_])(?:input|prompt)_tokens:?+"
     r"|prompt (?:contains(?: at least)?|has|uses)|you passed|prompt token len|prompt\s*+\("
     r"|prompt is(?= \d[\d,]* tokens))\s*+" + _ITEM_N
 )
@@ -1037,6 +1039,11 @@ _ITEM_LIMIT_RE: Final = _p(
     + r"|(?:<=|must be <=|should not exceed|cannot exceed|>|(?:must|should) be less than or"
     r" equal to)\s*+\(?+\s*+(?:[a-z_]++\s*+)?+\(?+"
     + _ITEM_N
+    # (", above L." ending its sentence, onnx-genai-server's window; not "above 8192 free
+    # blocks" or "above max_prefill_tokens 4096")
+    + r"|, above "
+    + _ITEM_N
+    + r"(?=\s*+(?:[.;]|$))"
     + r"|total length should be \[1, "
     + _ITEM_N
     + r"\]"
