@@ -1004,9 +1004,11 @@ _ITEM_PROMPT_AFTER_RE: Final = _p(
 )
 _ITEM_PROMPT_BEFORE_RE: Final = _p(
     # ("final prefill length (P) after placeholder expansion plus max_tokens (C) is T, above
-    # L.", onnx-genai-server: the prompt as the engine fills it; not a chunked prefill's)
-    r"(?:input tokens length is|(?:prompt|final prefill) length\s*+=?+\s*+\(?+|prompt tokens?:?"
-    r"|input length|(?:input|prompt)_tokens\s*+[=(]|(?<![a-z_])(?:input|prompt)_tokens:?+"
+    # L.", onnx-genai-server: the prompt as the engine fills it; not a chunked prefill's, nor
+    # a cap: "max prompt length (L)", "max_input_tokens=L", "truncate_prompt_tokens=N")
+    r"(?:input tokens length is|(?<!max )(?<!maximum )(?:prompt|final prefill) length\s*+=?+"
+    r"\s*+\(?+|prompt tokens?:?|input length"
+    r"|(?<!max_)(?<!truncate_)(?:input|prompt)_tokens\s*+[=(]|(?<![a-z_])(?:input|prompt)_tokens:?+"
     r"|prompt (?:contains(?: at least)?|has|uses)|you passed|prompt token len|prompt\s*+\("
     r"|prompt is(?= \d[\d,]* tokens))\s*+" + _ITEM_N
 )
