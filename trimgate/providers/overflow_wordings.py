@@ -1087,7 +1087,9 @@ _GEN_SHAPE_EXCLUDE: Final = (
     r"|image|audio|video|file|attachment|document|pdf"
     r"|payload|request body|body size|string too long|expected a string|array too long"
     # (a tool's input counted in the prompt is not a tool limit: "3555 of tool input"; a
-    # count of elements: "'input' array is too large, must be less than 2048 elements")
+    # count of elements: "'input' array is too large, must be less than 2048 elements",
+    # "`input` array length 300 exceeds the per-request cap of 256")
+    r"|\barray length\b"
     r"|\bitems?\b|\belements\b|(?<!of )\btools?\b|function|schema"
     r"|stop (?:sequences?|tokens?|words?)"
     # the number of choices ("n=32 which exceeds the maximum", "The n 256 exceeds the
