@@ -3019,6 +3019,15 @@ def test_a_truncation_setting_over_its_budget_is_no_unfixable_overflow() -> None
     assert not detect_unfixable(400, body)
 
 
+def test_the_window_less_max_tokens_is_no_reservation() -> None:
+    # "max_model_len - max_tokens = N" states what is left for the prompt, not an output
+    # reservation of N: a prompt over it is an overflow a trim fixes, never unfixable
+    said = "prompt tokens: 9000 exceed the context length: max_model_len - max_tokens = 7168"
+    body = _error_body(said)
+    assert detect_overflow(400, body, wire_format="openai") is not None
+    assert not detect_unfixable(400, body)
+
+
 def test_an_unlisted_wording_whose_reservation_fills_the_window_is_unfixable() -> None:
     body = _error_body("context length 4096 exceeded: prompt tokens: 100, max_tokens: 5000")
     assert detect_overflow(400, body, wire_format="openai") is None

@@ -1021,7 +1021,8 @@ _ITEM_OUTPUT_BEFORE_RE: Final = _p(
     # ("you have set the `max_tokens` to C", ms-swift)
     # ("+ max_new_tokens (C) exceeds max_seq_len (L)", paladin8's infer)
     r"(?:output tokens length is|max_new_tokens\s*+[=(]?+"
-    r"|max[_ ]tokens`?(?: value)?(?: to| is)?\s*+[:=(]?+\s*+\(?+"
+    # (not the window less it: "max_model_len - max_tokens = 7168", vLLM's truncation check)
+    r"|(?<!- )max[_ ]tokens`?(?: value)?(?: to| is)?\s*+[:=(]?+\s*+\(?+"
     r"|max_(?:completion_)?tokens'? is too large:|(?:completion|output)\s*+\(|output reserves)"
     r"\s*+" + _ITEM_N
 )
