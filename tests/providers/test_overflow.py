@@ -3573,6 +3573,12 @@ _LEFT_MISSES: Final = {
     "hb488-uniapi-tpr-request-too-long": "a 413 in a body-size limit's words",
     "hb489-swift-mossvl-truncation": "a truncation that cut media tokens: media the excess",
     "hb491-synthetic-inference-backend-400-no-body": "a 400 that says nothing of the window",
+    # relays whose own words replace the provider's: Noveum's gateway rewrites the error as
+    # an empty completion (a 429 gets the same body), speaches a generic failure
+    "hb496-noveum-anthropic-overflow-rewritten": "the provider's words dropped by a relay",
+    "hb496-noveum-bedrock-overflow-rewritten": "the provider's words dropped by a relay",
+    "hb497-speaches-proxied-overflow-debug": "the provider's words dropped by a relay",
+    "hb497-speaches-proxied-overflow-plain": "the provider's words dropped by a relay",
 }
 
 
@@ -3902,8 +3908,8 @@ def test_the_generic_readers_alone_read_no_look_alike(monkeypatch: pytest.Monkey
             read[entry["overflow"]].append(entry["id"])
     assert read[False] == []
     overflows = sum(1 for entry in [*CORPUS, *heldout] if entry["overflow"])
-    # 1,099 of 1,168 when this was written; 3,077 of 3,336 after batch 413 and 3,551 of
-    # 3,873 (91.7%) after batch 494, whose collectors went after servers' own wordings
+    # 1,099 of 1,168 when this was written; 3,077 of 3,336 after batch 413 and 3,568 of
+    # 3,894 (91.6%) after batch 498, whose collectors went after servers' own wordings
     # (release by release, server by server), which only a listing reads: the floor
     # guards the generic readers against narrowing, not the data's mix against drifting
     assert len(read[True]) >= 0.91 * overflows
