@@ -1432,6 +1432,57 @@ def test_an_upstreams_error_a_gateway_holds_under_any_key_is_read() -> None:
     assert detect_overflow(400, orjson.dumps(not_json), wire_format="openai") is None
 
 
+def test_openais_input_wording_for_one_input_of_a_list() -> None:
+    for said in (
+        "Invalid 'input': maximum context length is 8192 tokens.",
+        "Invalid 'input[0]': maximum input length is 8192 tokens",
+        "Invalid 'input[2047]': maximum input length is 8192 tokens",
+    ):
+        body = _error_body(said)
+        assert detect_overflow(400, body, wire_format="openai") == Overflow(None, 8192), said
+    # a status in brackets beside a stated limit is no prompt's count (the review's)
+    bracketed = _error_body("Error [400]: maximum input length is 8192 tokens")
+    assert detect_overflow(400, bracketed, wire_format="openai") is None
+
+
+def test_a_hedged_wording_is_a_suspect_a_probe_settles() -> None:
+    # a Kiro relay's guess at its upstream's "Improperly formed request"
+    said = (
+        "Invalid request format. The conversation may be too long or contain unsupported content."
+    )
+    body = orjson.dumps(
+        {"type": "error", "error": {"type": "invalid_request_error", "message": said}}
+    )
+    assert detect_overflow(400, body, wire_format="anthropic") is None
+    assert detect_suspect(400, body) is not None
+    # unhedged, the same words state an overflow
+    plain = body.replace(b"may be too long or contain unsupported content", b"is too long")
+    assert detect_overflow(400, plain, wire_format="anthropic") is not None
+    # a hedge holds for its own words only
+    both = body.replace(b"Invalid request format.", b"The prompt is too long.")
+    assert detect_overflow(400, both, wire_format="anthropic") is not None
+
+
+def test_an_upstreams_error_body_a_relay_keeps_as_its_response_is_read() -> None:
+    # Lemonade's cloud backend keeps the upstream's body whole under details.response
+    def relayed(upstream: dict[str, Any], status: int) -> bytes:
+        details = {"response": upstream, "status_code": status}
+        error = {"details": details, "message": "cloud (x) request failed", "type": "backend_error"}
+        return orjson.dumps({"error": error})
+
+    fastchat = {"object": "error", "message": _OPENAI_SAID, "code": 40303}
+    assert detect_overflow(400, relayed(fastchat, 400), wire_format="openai") == Overflow(
+        130512, 128000, whole=True
+    )
+    fastapi = {"detail": "Requested tokens (2310) exceed context window of 2048"}
+    assert detect_overflow(500, relayed(fastapi, 500), wire_format="openai") == Overflow(2310, 2048)
+    ollama = {"error": "prompt too long; exceeded max context length by 1200 tokens"}
+    assert detect_overflow(400, relayed(ollama, 400), wire_format="openai") is not None
+    # a response that is no error body: its words are the model's, never read
+    answer = {"object": "chat.completion", "choices": [{"message": {"content": _OPENAI_SAID}}]}
+    assert detect_overflow(400, relayed(answer, 400), wire_format="openai") is None
+
+
 def test_the_status_an_sdk_exception_names_stands_for_the_wrappers() -> None:
     # headroom guesses a status from the exception's words: 429 where they hold "limit",
     # 404 where they hold "model"; the status the exception names is the upstream's
@@ -2404,6 +2455,9 @@ def test_error_inside_a_choice_with_status_200() -> None:
         "输入长度超过模型最大上下文长度",
         "Prompt超长",
         "提示词长度超出限制：9100 > 8192",  # with an English "N > M" beside
+        # a relay's "the input is over the model's per-request cap", advice naming images after
+        "输入内容超过模型单次上限：上限 104.9 万 token（1,048,576），本次请求约 107.4 万 token"
+        "（本地估算，仅供参考）。请新建会话、精简历史消息，或减少粘贴的文本 / 图片 / 附件后重试。",
         # a prompt-side subject "too long" or with "too many tokens" needs no stated limit
         "Prompt too long",
         "Input too long for model llama3-70b",
@@ -2458,6 +2512,10 @@ def test_error_inside_a_choice_with_status_200() -> None:
         "max supported input length = 512 for now",  # BLOOM's inference server, a 500
         "Request body is too large for model context window",  # GitHub Copilot
         "Maximum context length is 4096 tokens.",
+        # Voyage AI: too many tokens, and "does not fit into the model's context window"
+        "Request to model 'voyage-2' failed. The example at index 0 in your batch has too many"
+        " tokens and does not fit into the model's context window of 4000 tokens. Please lower"
+        " the number of tokens in the listed example(s) or use truncation.",
         # plain English for a prompt that does not fit: "does not fit", "over ... limit",
         # "at most", "can handle", a count in tokens compared with a bare one
         "The prompt does not fit in the context window (n_ctx=4096, n_prompt=5000)",
@@ -2583,6 +2641,9 @@ def test_generic_rule_recognises_unlisted_wordings(message: str) -> None:
         "Invalid context_overflow_policy: must be one of fail, truncate",
         # "does not fit" said of an image or of the output setting
         "The image does not fit in the context window",
+        # an output's tokens that do not fit (the review's)
+        "The requested max output tokens (32000) do not fit into the model's context window",
+        "Maximum completion tokens cannot fit within the context window.",
         "max_tokens does not fit the context window",
         "The image must fit within the context window",
         "max_tokens must fit within the context window",
@@ -2779,6 +2840,10 @@ def test_counts_of_new_wordings(message: str, expected: Overflow) -> None:
         "completion.",
         "request needs 65836 tokens of context (prompt 300 + max_tokens 65536) but the memory "
         "budget caps safe context at 20480 — shorten the prompt or lower max_tokens",
+        # Plexus, a reservation over the window
+        "This model's context window is 8192 tokens. Your request is estimated at ~14 input "
+        "tokens with 16384 reserved for the response, which exceeds the limit. Please "
+        "shorten the prompt or lower max_tokens.",
         # onnx-genai-server, max_tokens equal to the window
         "What: request admission exceeded the model context limit. Why: final prefill length "
         "(57) after placeholder expansion plus max_tokens (4096) is 4153, above 4096. How: "
@@ -2965,6 +3030,17 @@ def test_a_prompt_over_a_named_setting(message: str, expected: Overflow | None) 
             "length (7350) after placeholder expansion plus max_tokens (1024) is 8374, above "
             "8192. How: reduce the prompt, image count/expansion size, or max_tokens.",
             Overflow(7350, 7168),
+        ),
+        (  # Plexus's own window check: an estimate, and the output "reserved for the response"
+            "This model's context window is 200000 tokens. Your request is estimated at "
+            "~181523 input tokens with 32000 reserved for the response, which exceeds the "
+            "limit. Please shorten the prompt or lower max_tokens.",
+            Overflow(181523, 168000),
+        ),
+        (
+            "This model's context window is 8192 tokens. Your request is estimated at ~7000"
+            " input tokens with 2000 tokens reserved for the response.",
+            Overflow(7000, 6192),
         ),
         # an engine's chunk or its own prefill cap is no prompt or window
         ("kv cache: chunked prefill length (4096) with max_tokens (512), above 2048.", None),

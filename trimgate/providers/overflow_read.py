@@ -32,6 +32,7 @@ from trimgate.providers.overflow_wordings import (
     _GEN_CONTEXT_RE,
     _GEN_EXCESS_RE,
     _GEN_EXCLUDE_RE,
+    _GEN_HEDGE_RE,
     _GEN_LIMIT_RE,
     _GEN_LIMIT_STATED_RE,
     _GEN_SHAPE_EXCLUDE_RE,
@@ -227,6 +228,19 @@ def _walk_error(node: Any, facts: _Facts, depth: int) -> None:
     response = node.get("response")  # Responses API: response.failed carries response.error
     if isinstance(response, dict) and isinstance(response.get("error"), dict):
         _walk_error(response["error"], facts, depth + 1)
+    elif isinstance(response, dict) and _error_body(response):
+        # an upstream's error body a relay keeps whole (Lemonade's cloud backend: {"error":
+        # {"message": "cloud (fastchat) request failed", "details": {"response": {"object":
+        # "error", "message": ...}}}}), as vLLM and FastChat or FastAPI servers send it
+        _walk_error(response, facts, depth + 1)
+
+
+def _error_body(doc: dict[str, Any]) -> bool:
+    """An upstream's whole error body as vLLM and FastChat send it (``{"object": "error",
+    "message": ...}``), as Ollama and TGI do (``{"error": "..."}``), or FastAPI's."""
+    if doc.get("object") == "error" and isinstance(doc.get("message"), str):
+        return True
+    return isinstance(doc.get("error"), str) or _fastapi_error(doc)
 
 
 def _node_codes(node: dict[str, Any], facts: _Facts, depth: int, *, said: bool) -> None:
@@ -1298,7 +1312,7 @@ def _generic(text: str) -> bool:
         return len(_COUNT_RE.findall(text)) == 1
     if excess and (
         _GEN_CONTEXT_RE.search(text) is not None
-        or _GEN_TOO_LONG_RE.search(text) is not None
+        or _GEN_TOO_LONG_RE.search(_GEN_HEDGE_RE.sub(" ", text)) is not None
         or (_GEN_SUBJECT_RE.search(text) is not None and _GEN_LIMIT_RE.search(text) is not None)
     ):
         return True

@@ -836,7 +836,8 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
     _p(r"\bmaximum context length failed\b"),
     # OpenAI's embeddings and Responses ``input``: "Invalid 'input': maximum context length is
     # L tokens."
-    _p(r"invalid 'input': maximum context length is (?P<max>{N}) tokens"),
+    # (also one input of a list: "Invalid 'input[0]': maximum input length is 8192 tokens")
+    _p(r"invalid 'input(?:\[\d+\])?': maximum (?:context|input) length is (?P<max>{N}) tokens"),
 )
 
 # Vocabulary the readers below share.
@@ -1015,7 +1016,9 @@ _ITEM_PROMPT_BEFORE_RE: Final = _p(
 _ITEM_OUTPUT_AFTER_RE: Final = _p(
     _ITEM_N + r"\s*(?:output tokens?|`?max_(?:new_|completion_)?tokens\b`?"
     r"|(?:tokens? )?(?:in|for) (?:the )?(?:completion|output|max_(?:new_|completion_)?tokens)"
-    r"|output\b|(?:max )?generation\b|completion\b)"
+    r"|output\b|(?:max )?generation\b|completion\b"
+    # ("~P input tokens with C reserved for the response", Plexus's own window check)
+    r"|(?:tokens? )?reserved for (?:the )?(?:response|output|completion|generation)\b)"
 )
 _ITEM_OUTPUT_BEFORE_RE: Final = _p(
     # ("you have set the `max_tokens` to C", ms-swift)
@@ -1069,6 +1072,13 @@ _GEN_TOO_LONG_RE: Final = _p(
     r"\b(?:prompt|input|conversation|history|messages)\b.{0,40}?\btoo (?:long|big|large)\b"
     r"|\buser message is too long\b|\btoo much (?:input|context|text)\b"
     r"|too many (?:\w+ )?tokens"
+)
+# ... unless hedged: "The conversation may be too long or contain unsupported content" (a
+# Kiro relay's guess at an upstream's malformed-request error) is a suspect, which a probe
+# settles, not an overflow
+_GEN_HEDGE_RE: Final = _p(
+    r"\b(?:(?:may|might|could)(?: also)? be|possibly|perhaps|maybe|probably|likely) too"
+    r" (?:long|big|large)\b"
 )
 # Output limits, byte or media sizes, request shapes: never a prompt that fits after a trim.
 # The output's part first, the rest after (``_GEN_SHAPE_EXCLUDE``).
@@ -1334,6 +1344,11 @@ _STRONG_RE: Final = _p(
     r"(?:maximum |available )?context[ _-]?(?:window|length|size|limit)\b"
     # "Request body is too large for model context window" (GitHub Copilot's /v1/messages)
     r"|\btoo (?:long|large|big) for (?:the )?(?:model'?s? )?context[ _-]?(?:window|length|size)\b"
+    # "has too many tokens and does not fit into the model's context window" (Voyage AI);
+    # tokens named first in the sentence (not "The image does not fit in the context window")
+    r"|(?<!output )(?<!completion )(?<!new )(?<!max )\btokens?\b[^.;!?]{0,40}?"
+    r"\b(?:does not|doesn't|do not|don't|cannot|can't|will not|won't)"
+    r" fit (?:in|into|within) (?:the |this )?(?:model'?s? )?context[ _-]?(?:window|length|size)\b"
     # Russian: "превышает контекст модели" (exceeds the model's context), "превышена длина
     # контекста" (the context length is exceeded)
     r"|(?u:превыш\w*\s+(?:\w+\s+){0,2}?контекст)"
@@ -1345,8 +1360,10 @@ _STRONG_RE: Final = _p(
     + f"|(?u:(?:{_CTX_INTL})[^.。!?！？\\n]{{0,40}}?(?:{_EXCEED_INTL})"
     + f"|(?:{_EXCEED_INTL})[^.。!?！？\\n]{{0,40}}?(?:{_CTX_INTL}))"
     # Chinese: "输入内容超长" (the input is too long), "上下文长度超出限制" (the context
-    # length is over the limit)
-    r"|(?:输入|上下文)(?:内容|文本|长度)?(?:超长|过长|太长|超出(?:了)?(?:模型)?(?:长度)?限制)"
+    # length is over the limit), "输入内容超过模型单次上限" (the input is over the model's
+    # per-request cap)
+    r"|(?:输入|上下文)(?:内容|文本|长度)?"
+    r"(?:超长|过长|太长|超[出过](?:了)?(?:模型)?(?:单次)?(?:长度)?(?:限制|上限))"
 )
 
 # An input limit stated below zero: the window less an output reservation larger than it,
