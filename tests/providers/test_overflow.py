@@ -1445,6 +1445,31 @@ def test_openais_input_wording_for_one_input_of_a_list() -> None:
     assert detect_overflow(400, bracketed, wire_format="openai") is None
 
 
+@pytest.mark.parametrize(
+    "message",
+    [
+        "今日输入超过上限，请明天再试",  # today's input over the cap: a quota
+        "每小时输入超过上限",
+        "输入超过上限，请稍后重试",  # retry later
+        "输入内容超过模型单次上限(图片数量)",  # the number of images
+        "输入内容超过上限：最多支持 10 张图片",
+    ],
+)
+def test_chinese_caps_of_a_period_or_a_medium_are_no_window(message: str) -> None:
+    for status in (400, 403, 500):
+        assert detect_overflow(status, _error_body(message), wire_format="openai") is None
+
+
+def test_a_window_less_its_reservation_is_no_reservation_read() -> None:
+    # only Plexus's "with C reserved for the response" is read as the output's (the
+    # second review's): here the window is stated less it, and the prompt is over
+    said = (
+        "Your prompt has 7000 tokens, which exceeds the 6192 tokens available (8192 context"
+        " window less 2000 reserved for the response)."
+    )
+    assert detect_overflow(400, _error_body(said), wire_format="openai") is not None
+
+
 def test_a_hedged_wording_is_a_suspect_a_probe_settles() -> None:
     # a Kiro relay's guess at its upstream's "Improperly formed request"
     said = (
@@ -1458,6 +1483,9 @@ def test_a_hedged_wording_is_a_suspect_a_probe_settles() -> None:
     # unhedged, the same words state an overflow
     plain = body.replace(b"may be too long or contain unsupported content", b"is too long")
     assert detect_overflow(400, plain, wire_format="anthropic") is not None
+    for hedged in ("seems too long", "appears to be too long", "may have been too long"):
+        said = f"The conversation {hedged}."
+        assert detect_overflow(400, _error_body(said), wire_format="openai") is None, hedged
     # a hedge holds for its own words only
     both = body.replace(b"Invalid request format.", b"The prompt is too long.")
     assert detect_overflow(400, both, wire_format="anthropic") is not None
@@ -1478,7 +1506,13 @@ def test_an_upstreams_error_body_a_relay_keeps_as_its_response_is_read() -> None
     assert detect_overflow(500, relayed(fastapi, 500), wire_format="openai") == Overflow(2310, 2048)
     ollama = {"error": "prompt too long; exceeded max context length by 1200 tokens"}
     assert detect_overflow(400, relayed(ollama, 400), wire_format="openai") is not None
-    # a response that is no error body: its words are the model's, never read
+    # a response that is no error body: its words are the model's, never read (the second
+    # review's: a message beside an answer's object, a "detail" beside other keys)
+    for other in (
+        {"object": "chat.completion", "message": _OPENAI_SAID},
+        {"detail": _OPENAI_SAID, "id": "x"},
+    ):
+        assert detect_overflow(400, relayed(other, 400), wire_format="openai") is None
     answer = {"object": "chat.completion", "choices": [{"message": {"content": _OPENAI_SAID}}]}
     assert detect_overflow(400, relayed(answer, 400), wire_format="openai") is None
 
@@ -2641,9 +2675,11 @@ def test_generic_rule_recognises_unlisted_wordings(message: str) -> None:
         "Invalid context_overflow_policy: must be one of fail, truncate",
         # "does not fit" said of an image or of the output setting
         "The image does not fit in the context window",
-        # an output's tokens that do not fit (the review's)
+        # an output's, a medium's or a tool's tokens that do not fit (the reviews')
         "The requested max output tokens (32000) do not fit into the model's context window",
         "Maximum completion tokens cannot fit within the context window.",
+        "The image has too many tokens and does not fit into the model's context window",
+        "The tool definitions have too many tokens and cannot fit into the context window",
         "max_tokens does not fit the context window",
         "The image must fit within the context window",
         "max_tokens must fit within the context window",

@@ -1016,9 +1016,7 @@ _ITEM_PROMPT_BEFORE_RE: Final = _p(
 _ITEM_OUTPUT_AFTER_RE: Final = _p(
     _ITEM_N + r"\s*(?:output tokens?|`?max_(?:new_|completion_)?tokens\b`?"
     r"|(?:tokens? )?(?:in|for) (?:the )?(?:completion|output|max_(?:new_|completion_)?tokens)"
-    r"|output\b|(?:max )?generation\b|completion\b"
-    # ("~P input tokens with C reserved for the response", Plexus's own window check)
-    r"|(?:tokens? )?reserved for (?:the )?(?:response|output|completion|generation)\b)"
+    r"|output\b|(?:max )?generation\b|completion\b)"
 )
 _ITEM_OUTPUT_BEFORE_RE: Final = _p(
     # ("you have set the `max_tokens` to C", ms-swift)
@@ -1026,7 +1024,10 @@ _ITEM_OUTPUT_BEFORE_RE: Final = _p(
     r"(?:output tokens length is|max_new_tokens\s*+[=(]?+"
     # (not the window less it: "max_model_len - max_tokens = 7168", vLLM's truncation check)
     r"|(?<!- )max[_ ]tokens`?(?: value)?(?: to| is)?\s*+[:=(]?+\s*+\(?+"
-    r"|max_(?:completion_)?tokens'? is too large:|(?:completion|output)\s*+\(|output reserves)"
+    r"|max_(?:completion_)?tokens'? is too large:|(?:completion|output)\s*+\(|output reserves"
+    # ("~P input tokens with C reserved for the response", Plexus's own window check; not a
+    # window's "8192 less 2000 reserved for the response")
+    r"|\bwith(?=\s++\d[\d,]*+ (?:tokens? )?reserved for (?:the )?(?:response|output|completion)\b))"
     r"\s*+" + _ITEM_N
 )
 _ITEM_LIMIT_RE: Final = _p(
@@ -1077,7 +1078,8 @@ _GEN_TOO_LONG_RE: Final = _p(
 # Kiro relay's guess at an upstream's malformed-request error) is a suspect, which a probe
 # settles, not an overflow
 _GEN_HEDGE_RE: Final = _p(
-    r"\b(?:(?:may|might|could)(?: also)? be|possibly|perhaps|maybe|probably|likely) too"
+    r"\b(?:(?:may|might|could)(?: also)?(?: have)? be(?:en)?|seems|appears to be|possibly"
+    r"|perhaps|maybe|probably|likely) too"
     r" (?:long|big|large)\b"
 )
 # Output limits, byte or media sizes, request shapes: never a prompt that fits after a trim.
@@ -1336,6 +1338,12 @@ _EXCEED_INTL: Final = (
     r"|\btrop longu?e?s?\b|\bzu lang\b|\bdemasiado larg[oa]s?\b|\bmuito long[oa]s?\b"
     r"|\btroppo lung(?:o|a|hi|he)\b"
 )
+# What a sentence names when its tokens are not the prompt's (``_STRONG_RE``'s "too many
+# tokens and does not fit")
+_NOT_PROMPT_PARTS: Final = (
+    r"image|audio|video|frame|file|document|pdf|tool|schema|function|output|completion"
+    r"|generat|reasoning|thinking"
+)
 _STRONG_RE: Final = _p(
     # (also as a code written into the text: "Last error: CONTEXT_LENGTH_EXCEEDED: ...")
     r"\bcontext(?:[ _-]?(?:window|length|size|limit))?[ _](?:is )?(?:exceeded|overflow)\b"
@@ -1344,10 +1352,11 @@ _STRONG_RE: Final = _p(
     r"(?:maximum |available )?context[ _-]?(?:window|length|size|limit)\b"
     # "Request body is too large for model context window" (GitHub Copilot's /v1/messages)
     r"|\btoo (?:long|large|big) for (?:the )?(?:model'?s? )?context[ _-]?(?:window|length|size)\b"
-    # "has too many tokens and does not fit into the model's context window" (Voyage AI);
-    # tokens named first in the sentence (not "The image does not fit in the context window")
-    r"|(?<!output )(?<!completion )(?<!new )(?<!max )\btokens?\b[^.;!?]{0,40}?"
-    r"\b(?:does not|doesn't|do not|don't|cannot|can't|will not|won't)"
+    # "has too many tokens and does not fit into the model's context window" (Voyage AI), in
+    # a sentence that names no medium, tool or output ("The image has too many tokens and
+    # does not fit", "Output tokens cannot fit")
+    r"|(?:^|(?<=[.!?;:]\s))(?:(?!" + _NOT_PROMPT_PARTS + r")[^.;!?]){0,160}?"
+    r"\btoo many tokens,? and (?:does not|doesn't|do not|don't|cannot|can't|will not|won't)"
     r" fit (?:in|into|within) (?:the |this )?(?:model'?s? )?context[ _-]?(?:window|length|size)\b"
     # Russian: "превышает контекст модели" (exceeds the model's context), "превышена длина
     # контекста" (the context length is exceeded)
@@ -1363,7 +1372,7 @@ _STRONG_RE: Final = _p(
     # length is over the limit), "输入内容超过模型单次上限" (the input is over the model's
     # per-request cap)
     r"|(?:输入|上下文)(?:内容|文本|长度)?"
-    r"(?:超长|过长|太长|超[出过](?:了)?(?:模型)?(?:单次)?(?:长度)?(?:限制|上限))"
+    r"(?:超长|过长|太长|超出(?:了)?(?:模型)?(?:长度)?限制|超[出过](?:了)?模型(?:单次)?(?:长度)?上限)"
 )
 
 # An input limit stated below zero: the window less an output reservation larger than it,
