@@ -1194,9 +1194,10 @@ def _strong(text: str) -> bool:
     Other words of output ("Chat completion request exceeds the context window") do not
     count: they name the endpoint, not what exceeds."""
     for match in _STRONG_RE.finditer(text):
-        sentence = _ZH_SENTENCE_RE.match(text, match.start())
-        if _CJK_RE.search(match.group(0)) and sentence and _GEN_ZH_EXCLUDE_RE.search(sentence[0]):
-            continue  # (its own sentence names images, files, output, a period's quota)
+        if _CJK_RE.search(match.group(0)):
+            sentence = _ZH_SENTENCE_RE.match(text, match.start())
+            if sentence and _GEN_ZH_EXCLUDE_RE.search(sentence[0]):
+                continue  # (its own sentence names images, files, output, a period's quota)
         ends = [m.end() for m in _SENTENCE_END_RE.finditer(text, 0, match.start())]
         lead = text[ends[-1] if ends else 0 : match.start()]
         if _OUTPUT_SETTING_RE.search(lead) is None or _PROMPT_WORD_RE.search(lead) is not None:
