@@ -36,6 +36,7 @@ from typing import Any
 import orjson
 import yaml
 
+from tests.data_files import CORPUS_PATH, HELDOUT_PATH, load_entries
 from trimgate.providers.overflow import (
     Overflow,
     detect_bare_stream_overflow,
@@ -45,14 +46,7 @@ from trimgate.providers.overflow import (
     detect_unfixable,
 )
 
-DATA = Path(__file__).resolve().parent.parent / "tests" / "data"
-KNOWN = (DATA / "error_corpus.yaml", DATA / "error_heldout.yaml")
-
-
-def _load(path: Path) -> list[dict[str, Any]]:
-    loaded = yaml.safe_load(path.read_text(encoding="utf-8")) or []
-    assert isinstance(loaded, list), f"{path}: not a YAML list"
-    return loaded
+KNOWN = (CORPUS_PATH, HELDOUT_PATH)
 
 
 def _key(body: str) -> str:
@@ -61,7 +55,7 @@ def _key(body: str) -> str:
 
 def _known() -> set[str]:
     """The keys of the bodies the corpus and the held-out set already hold."""
-    return {_key(e["body"]) for path in KNOWN for e in _load(path)}
+    return {_key(e["body"]) for path in KNOWN for e in load_entries(path)}
 
 
 def _read(entry: dict[str, Any]) -> Overflow | None:
@@ -77,7 +71,7 @@ def score(batch: Path) -> int:
     known = _known()
     fresh: list[dict[str, Any]] = []
     dropped: list[str] = []
-    for entry in _load(batch):
+    for entry in load_entries(batch):
         key = _key(entry["body"])
         if key in known:
             dropped.append(entry["id"])
@@ -117,7 +111,7 @@ def score(batch: Path) -> int:
 
 def readings(extra: list[Path]) -> int:
     for path in (*KNOWN, *extra):
-        for entry in _load(path):
+        for entry in load_entries(path):
             body = entry["body"].encode()
             said: dict[str, str] = {"id": entry["id"]}
             for status in sorted({entry["status"], 200, 400, 413, 500}):
@@ -161,7 +155,7 @@ def _entry_text(entry: dict[str, Any], comments: list[str]) -> str:
 
 def _with_comments(path: Path) -> list[tuple[dict[str, Any], list[str]]]:
     """A batch's entries, each with the comment lines written after it."""
-    entries = _load(path)
+    entries = load_entries(path)
     comments: list[list[str]] = []
     for line in path.read_text(encoding="utf-8").splitlines():
         if line.startswith("- id:"):

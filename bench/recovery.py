@@ -36,20 +36,18 @@ import sys
 import time
 from collections import Counter
 from dataclasses import dataclass
-from pathlib import Path
 
 import orjson
-import yaml
 from aiohttp import ClientSession, web
 from aiohttp.test_utils import TestServer
 from prometheus_client import CollectorRegistry
 
 import trimgate
+from tests.data_files import CORPUS_PATH, HELDOUT_PATH, load_entries
 from trimgate.config import parse_config
 from trimgate.providers import overflow_read
 from trimgate.proxy.app import create_app
 
-DATA = Path(__file__).resolve().parent.parent / "tests" / "data"
 TURN_CHARS = 2400  # one user and one assistant message together, about 600 tokens
 SUCCESS_ID = b"chatcmpl-recovery-ok"  # the fake's success answer, told from any error body
 
@@ -65,8 +63,8 @@ class Entry:
 
 def load(only: set[str]) -> list[Entry]:
     entries = []
-    for name in ("error_corpus.yaml", "error_heldout.yaml"):
-        for e in yaml.safe_load((DATA / name).read_text(encoding="utf-8")) or []:
+    for path in (CORPUS_PATH, HELDOUT_PATH):
+        for e in load_entries(path):
             if only and e["id"] not in only:
                 continue
             body = e["body"].encode()

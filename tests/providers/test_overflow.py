@@ -11,14 +11,13 @@ from __future__ import annotations
 import json
 import re
 import time
-from pathlib import Path
 from typing import Any, Final
 
 import orjson
 import pytest
-import yaml
 
 import trimgate
+from tests.data_files import CORPUS_PATH, HELDOUT_PATH, load_entries
 from trimgate.providers import overflow, overflow_read, overflow_wordings
 from trimgate.providers.overflow import (
     MAX_BYTES,
@@ -34,23 +33,12 @@ from trimgate.providers.overflow import (
 )
 from trimgate.providers.registry import FORMATS
 
-CORPUS_PATH = Path(__file__).resolve().parent.parent / "data" / "error_corpus.yaml"
 WIRE_FORMATS = FORMATS
 REQUIRED_KEYS = {"id", "format", "server", "status", "stream", "body", "overflow", "source"}
 OPTIONAL_KEYS = {"real", "maximum"}
 
 
-def _load_corpus() -> list[dict[str, Any]]:
-    loaded = yaml.safe_load(CORPUS_PATH.read_text(encoding="utf-8"))
-    assert isinstance(loaded, list)
-    entries: list[dict[str, Any]] = []
-    for item in loaded:
-        assert isinstance(item, dict)
-        entries.append(item)
-    return entries
-
-
-CORPUS = _load_corpus()
+CORPUS = load_entries(CORPUS_PATH)
 PLAIN = [e for e in CORPUS if not e["stream"]]
 STREAMS = [e for e in CORPUS if e["stream"]]
 # (the others wrote an error raw into the stream, with no SSE field: read at its end)
@@ -3473,12 +3461,9 @@ def test_operator_patterns_are_bounded(sources: list[str]) -> None:
 
 # --------------------------------------------------------------------------- held out
 
-HELDOUT_PATH = CORPUS_PATH.parent / "error_heldout.yaml"
-
 
 def test_heldout_figures(capsys: pytest.CaptureFixture[str]) -> None:
-    loaded = yaml.safe_load(HELDOUT_PATH.read_text(encoding="utf-8")) or []
-    assert isinstance(loaded, list)
+    loaded = load_entries(HELDOUT_PATH)
     overflows = [e for e in loaded if e["overflow"]]
     others = [e for e in loaded if not e["overflow"]]
     assert {e["id"] for e in loaded}.isdisjoint({e["id"] for e in CORPUS})
@@ -4038,7 +4023,7 @@ def test_the_generic_readers_alone_read_no_look_alike(monkeypatch: pytest.Monkey
     if trimgate.compiled():
         pytest.skip("compiled: the tables are constants the readers inline")
     monkeypatch.setattr(overflow_read, "_PATTERNS", ())
-    heldout = yaml.safe_load(HELDOUT_PATH.read_text(encoding="utf-8")) or []
+    heldout = load_entries(HELDOUT_PATH)
     read: dict[bool, list[str]] = {True: [], False: []}
     for entry in [*CORPUS, *heldout]:
         body = entry["body"].encode()

@@ -6,13 +6,12 @@ import asyncio
 import gc
 import gzip
 import json
-from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
-import yaml
 
+from tests.data_files import CORPUS_PATH, load_entries
 from tests.fakes import (
     FakeProvider,
     Reply,
@@ -32,7 +31,7 @@ from trimgate.proxy.examine import Chat
 from trimgate.proxy.retry import Retries
 
 CRUMB = "[earlier turns omitted to fit the context window]"
-CORPUS = yaml.safe_load((Path(__file__).parent.parent / "data" / "error_corpus.yaml").read_text())
+CORPUS = load_entries(CORPUS_PATH)
 
 
 def user_texts(messages: list[dict[str, Any]]) -> list[str]:
@@ -40,12 +39,17 @@ def user_texts(messages: list[dict[str, Any]]) -> list[str]:
 
 
 @pytest.fixture(
-    params=[("trimgate", "trimgate"), ("trimgate", "aiohttp"), ("aiohttp", "trimgate")],
+    params=[
+        ("trimgate", "trimgate"),
+        pytest.param(("trimgate", "aiohttp"), marks=pytest.mark.shell),
+        pytest.param(("aiohttp", "trimgate"), marks=pytest.mark.shell),
+    ],
     ids=["front+h1", "front+aiohttp-client", "aiohttp-server+h1"],
 )
 def stack_kind(request: pytest.FixtureRequest) -> tuple[str, str]:
     """Every forwarding test runs on trimgate's front and upstream client, with aiohttp's
-    client instead, and with aiohttp's server instead."""
+    client instead, and with aiohttp's server instead (those two test the shell: the
+    core's path is the same on all three)."""
     http_server, upstream_client = request.param
     return str(http_server), str(upstream_client)
 

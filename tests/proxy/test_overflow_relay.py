@@ -5,13 +5,12 @@ before the first output byte is retried, never one after it; an upstream's own
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
-import yaml
 
+from tests.data_files import CORPUS_PATH, load_entries
 from tests.fakes import FakeProvider, Reply, anthropic_ok, json_reply, openai_ok, sse_data
 from tests.proxy.bodies import anthropic_messages, openai_chat, responses_input
 from tests.proxy.conftest import MakeStack
@@ -23,7 +22,7 @@ MESSAGE = (
     "This model's maximum context length is 4097 tokens. However, your messages resulted "
     "in 4619 tokens."
 )
-CORPUS = yaml.safe_load((Path(__file__).parent.parent / "data" / "error_corpus.yaml").read_text())
+CORPUS = load_entries(CORPUS_PATH)
 OPENAI_BODY = orjson.dumps({"error": {"message": MESSAGE, "code": "context_length_exceeded"}})
 ROLE = {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}
 EMPTY = {"choices": [{"index": 0, "delta": {"content": ""}}]}
