@@ -442,6 +442,18 @@ def test_a_reply_that_is_the_sdks_exception_is_read_as_the_error_it_relays() -> 
     for prefix in ("**ERROR**: INVALID_REQUEST - ", "Exception:", ""):
         got = detect_overflow(200, completion(prefix + inner), wire_format="openai")
         assert got == Overflow(14415, 14336), prefix
+    # ... also where the relayed body names no "error" (SiliconFlow's flat envelope)
+    flat = (
+        "**ERROR**: INVALID_REQUEST - Error code: 400 - {'code': 20015, 'message': 'length "
+        "of prompt_tokens (70462) must be less than max_seq_len (65536).', 'data': None}"
+    )
+    got = detect_overflow(200, completion(flat), wire_format="openai")
+    assert got == Overflow(70462, 65536)
+    # a reply that goes on after the exception explains it, whatever comes before
+    for text in (flat + ", which means your prompt was too long.", "Sure! " + flat + "\n\nOK?"):
+        assert detect_overflow(200, completion(text), wire_format="openai") is None, text
+    explained = inner + "\n\nThis means the conversation outgrew the model's window."
+    assert detect_overflow(200, completion(explained), wire_format="openai") is None
     # a reply that quotes it after words of its own, or relays a rate limit, is a reply
     quoted = "Here is the error you pasted:\n\n" + inner
     assert detect_overflow(200, completion(quoted), wire_format="openai") is None
@@ -1660,6 +1672,15 @@ def test_a_status_and_its_body_as_the_whole_reply_is_read() -> None:
     ):
         other = {"choices": [{"message": {"content": text}, "finish_reason": "stop"}]}
         assert detect_overflow(200, orjson.dumps(other), wire_format="openai") is None, text
+    # VCPToolBox's "[UPSTREAM_ERROR] 上游API返回状态码 400，错误信息: <body>" (the upstream API
+    # returned status 400, error message:), a stream's one chunk that finishes it
+    relayed = "[UPSTREAM_ERROR] 上游API返回状态码 400，错误信息: " + orjson.dumps(google).decode()
+    chunk = {"choices": [{"index": 0, "delta": {"content": relayed}, "finish_reason": "stop"}]}
+    got = detect_stream_overflow(_sse(chunk) + b"data: [DONE]\n\n", wire_format="openai")
+    assert got == Overflow(1091639, 1048576)
+    for text in (relayed.replace("400", "429", 1), "Here it is: " + relayed):
+        chunk["choices"][0]["delta"] = {"content": text}
+        assert detect_stream_overflow(_sse(chunk), wire_format="openai") is None, text
 
 
 def test_advice_after_an_overflow_does_not_veto_it() -> None:
@@ -3528,7 +3549,7 @@ _LEFT_MISSES: Final = {
     "hb41-pollinations-input-text-character-cap": _CHARACTERS,
     "hb57-llm-gw-no-suitable-variant": "a routing failure that states a size, no limit",
     "hb58-freeroute-vi-combo-context-overflow-200-choice": "a reply whose text is the error",
-    "hb66-fastflowlm-max-length-200": "\"Max length reached\": the output's or the input's",
+    "hb66-fastflowlm-max-length-200": '"Max length reached": sent for other failures too',
     "hb73-runpod-sglang-runsync-input-too-long": _NOT_TRIMMED + " (RunPod's /runsync job)",
     "hb73-runpod-sglang-runsync-total-too-long": _NOT_TRIMMED + " (RunPod's /runsync job)",
     "hb73-runpod-trtllm-runsync-max-seq-len": _NOT_TRIMMED + " (RunPod's /runsync job)",

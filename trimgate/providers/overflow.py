@@ -180,6 +180,9 @@ _REPLY_ERROR_MARKS: Final = (
     b"[Sorry, The input message is too long!]",  # ... or Kuwa GenAI OS's refusal
     b"**Request Rejected: Token Limit Exceeded**",  # ... or RobAI's research proxy's
     b"(status code: 4",  # ... or ollama-python's error, relayed (Kuwa GenAI OS)
+    # ... or the openai SDK's exception, "Error code: 400 - {...}", relayed whole where the
+    # upstream's body names no "error" (RAGFlow, MaxKB, over SiliconFlow's flat envelope)
+    b"Error code: ",
     # ... or one line stating an overflow, finished "length" (m4gshm's OpenVINO server)
     b'"finish_reason":"length"',
     b'"finish_reason": "length"',

@@ -971,11 +971,13 @@ def _relayed_exception(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
     its finish reason), Kuwa GenAI OS with ollama-python's, one line that ends "(status
     code: 400)", the whole reply where no model wrote it (a whole completion that counts
     no output, a chunk that carries its finish reason); Open WebUI's pipelines and
-    antigravity2api with a provider's status and body ("Error: 400 - {...}", "错误:
-    API请求失败 (400): {...}", the whole reply);
+    antigravity2api and VCPToolBox with a provider's status and body ("Error: 400 - {...}",
+    "错误: API请求失败 (400): {...}", "[UPSTREAM_ERROR] 上游API返回状态码 400，错误信息:
+    {...}", the whole reply);
     LocalAI's legacy completions stream ends in a reply that is its backend's gRPC error
     ("Internal error: rpc error: code = Internal desc = ..."). A model's reply does not
-    start so: read as an error's message, with the status it names."""
+    start so: read as an error's message, with the status it names (the SDK's exception
+    only where the reply ends with its body: a reply that goes on explains it)."""
     choice = _first_choice(doc)
     if choice is None:
         return False
@@ -983,7 +985,7 @@ def _relayed_exception(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
     if not isinstance(text, str):
         return False
     match = (
-        _SDK_EXCEPTION_RE.match(text)
+        (_SDK_EXCEPTION_RE.match(text) if text.rstrip().endswith(("}", "]")) else None)
         or _GOOGLE_SDK_ERROR_RE.match(text)
         or (_OLLAMA_SDK_ERROR_RE.match(text) if _sent_whole(doc, choice) else None)
         or (_JS_SDK_ERROR_RE.match(text) if _finished_chunk(choice) else None)
@@ -1010,12 +1012,13 @@ def _no_output_counted(doc: dict[str, Any], choice: dict[str, Any] | None) -> bo
 def _status_and_body(text: str) -> str | None:
     """The status of a reply that is wholly "Error: 400 - <the upstream's error body in
     JSON>", as Open WebUI's pipelines write a provider's refusal (``f"Error: {status} -
-    {body}"``), or "错误: API请求失败 (400): <body>", as antigravity2api does."""
+    {body}"``), "错误: API请求失败 (400): <body>", as antigravity2api does, or
+    "[UPSTREAM_ERROR] 上游API返回状态码 400，错误信息: <body>", as VCPToolBox does."""
     match = _STATUS_AND_BODY_RE.match(text)
     if match is None:
         return None
     end = _error_body_end(text, match.end())
-    return match.group(1) or match.group(2) if end >= 0 and not text[end:].strip() else None
+    return match.group(match.lastindex or 0) if end >= 0 and not text[end:].strip() else None
 
 
 def _finished_chunk(choice: dict[str, Any] | None) -> bool:
@@ -1125,9 +1128,12 @@ _GOOGLE_SDK_ERROR_RE: Final = re.compile(
 # message>" (LibreChat's agents API)
 _JS_SDK_ERROR_RE: Final = re.compile(r"\s*Error: ([45]\d\d) (?=\S)")
 # an HTTP status and the body it came with, the whole reply (``_status_and_body``): "Error:
-# 400 - {", or antigravity2api's "错误: API请求失败 (400): {" (error: API request failed)
+# 400 - {", antigravity2api's "错误: API请求失败 (400): {" (error: API request failed), or
+# VCPToolBox's "[UPSTREAM_ERROR] 上游API返回状态码 400，错误信息: {" (the upstream API returned
+# status 400, error message:)
 _STATUS_AND_BODY_RE: Final = re.compile(
-    r"\s*+(?:Error: ([45]\d\d) -|错误: API请求失败 \(([45]\d\d)\):) (?=\{)"
+    r"\s*+(?:Error: ([45]\d\d) -|错误: API请求失败 \(([45]\d\d)\):"
+    r"|\[UPSTREAM_ERROR\] 上游API返回状态码 ([45]\d\d)，错误信息:) (?=\{)"
 )
 # a Go gRPC status as a string, the whole start of a reply ("Internal error: " before it)
 _GRPC_ERROR_RE: Final = re.compile(
