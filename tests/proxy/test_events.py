@@ -512,7 +512,10 @@ async def test_slow_sse_client_never_slows_the_proxy_or_other_subscribers() -> N
                 slowest = max(slowest, time.perf_counter() - started)
                 published += 1
                 assert await asyncio.wait_for(got.get(), TIMEOUT) == str(published)
-            assert slowest < 0.05
+            # (publishing never waits on a subscriber: a send that did would wait for as long
+            # as the stalled client reads nothing, so a bound far above any scheduling delay
+            # of a busy machine still tells; 50 ms failed once beside a benchmark)
+            assert slowest < 1.0
             # a chat request while the stream is stalled: answered promptly, event delivered
             started = time.perf_counter()
             resp = await asyncio.wait_for(
