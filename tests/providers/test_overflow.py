@@ -449,11 +449,17 @@ def test_a_reply_that_is_the_sdks_exception_is_read_as_the_error_it_relays() -> 
     )
     got = detect_overflow(200, completion(flat), wire_format="openai")
     assert got == Overflow(70462, 65536)
-    # a reply that goes on after the exception explains it, whatever comes before
-    for text in (flat + ", which means your prompt was too long.", "Sure! " + flat + "\n\nOK?"):
+    # a reply that introduces the exception, or goes on after it, explains it
+    for text in (
+        flat + ", which means your prompt was too long.",
+        flat + '\n\nTry {"max_tokens": 512}',
+        inner + "\n\nThis means the conversation outgrew the model's window.",
+        inner + "\n\nsee [1]",
+        "I got this from the API: " + flat,
+        "The API returned: " + flat.split(" - ", 1)[1],
+        "Sure! " + flat,
+    ):
         assert detect_overflow(200, completion(text), wire_format="openai") is None, text
-    explained = inner + "\n\nThis means the conversation outgrew the model's window."
-    assert detect_overflow(200, completion(explained), wire_format="openai") is None
     # a reply that quotes it after words of its own, or relays a rate limit, is a reply
     quoted = "Here is the error you pasted:\n\n" + inner
     assert detect_overflow(200, completion(quoted), wire_format="openai") is None
@@ -1673,7 +1679,7 @@ def test_a_status_and_its_body_as_the_whole_reply_is_read() -> None:
         other = {"choices": [{"message": {"content": text}, "finish_reason": "stop"}]}
         assert detect_overflow(200, orjson.dumps(other), wire_format="openai") is None, text
     # VCPToolBox's "[UPSTREAM_ERROR] 上游API返回状态码 400，错误信息: <body>" (the upstream API
-    # returned status 400, error message:), a stream's one chunk that finishes it
+    # returned status 400, error message:), as a stream's one chunk
     relayed = "[UPSTREAM_ERROR] 上游API返回状态码 400，错误信息: " + orjson.dumps(google).decode()
     chunk = {"choices": [{"index": 0, "delta": {"content": relayed}, "finish_reason": "stop"}]}
     got = detect_stream_overflow(_sse(chunk) + b"data: [DONE]\n\n", wire_format="openai")

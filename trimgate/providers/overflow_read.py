@@ -977,7 +977,8 @@ def _relayed_exception(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
     LocalAI's legacy completions stream ends in a reply that is its backend's gRPC error
     ("Internal error: rpc error: code = Internal desc = ..."). A model's reply does not
     start so: read as an error's message, with the status it names (the SDK's exception
-    only where the reply ends with its body: a reply that goes on explains it)."""
+    only after nothing or a prefix that starts with an error, and where its body ends the
+    reply: a reply that introduces it, or goes on after it, explains it)."""
     choice = _first_choice(doc)
     if choice is None:
         return False
@@ -985,7 +986,7 @@ def _relayed_exception(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
     if not isinstance(text, str):
         return False
     match = (
-        (_SDK_EXCEPTION_RE.match(text) if text.rstrip().endswith(("}", "]")) else None)
+        _sdk_exception(text)
         or _GOOGLE_SDK_ERROR_RE.match(text)
         or (_OLLAMA_SDK_ERROR_RE.match(text) if _sent_whole(doc, choice) else None)
         or (_JS_SDK_ERROR_RE.match(text) if _finished_chunk(choice) else None)
@@ -999,6 +1000,47 @@ def _relayed_exception(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
         return False
     _add_text(text, facts, depth)
     return True
+
+
+def _sdk_exception(text: str) -> re.Match[str] | None:
+    """The openai SDK's exception, "Error code: 400 - {...}", as a relay writes it for the
+    whole reply: after nothing or a short prefix that starts by naming an error or
+    exception ("**ERROR**: INVALID_REQUEST - ", "Exception:"), its body closing the
+    reply."""
+    match = _SDK_EXCEPTION_RE.match(text)
+    if match is None:
+        return None
+    prefix = text[: match.start(1) - len("error code: ")]
+    if prefix.strip() and _ERROR_PREFIX_RE.match(prefix) is None:
+        return None
+    end = _bracketed_end(text, match.end() - 1)
+    return match if end >= 0 and not text[end:].strip() else None
+
+
+def _bracketed_end(text: str, start: int) -> int:
+    """Where the object or list that opens at ``start`` closes (JSON, or a Python dict's
+    repr as the openai SDK prints it: quoted text skipped); -1 where it does not."""
+    depth = 0
+    quote = ""
+    escaped = False
+    for index in range(start, len(text)):
+        char = text[index]
+        if quote:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == quote:
+                quote = ""
+        elif char in "'\"":
+            quote = char
+        elif char in "{[":
+            depth += 1
+        elif char in "}]":
+            depth -= 1
+            if depth == 0:
+                return index + 1
+    return -1
 
 
 def _no_output_counted(doc: dict[str, Any], choice: dict[str, Any] | None) -> bool:
@@ -1018,7 +1060,9 @@ def _status_and_body(text: str) -> str | None:
     if match is None:
         return None
     end = _error_body_end(text, match.end())
-    return match.group(match.lastindex or 0) if end >= 0 and not text[end:].strip() else None
+    if end < 0 or text[end:].strip() or match.lastindex is None:
+        return None
+    return match.group(match.lastindex)
 
 
 def _finished_chunk(choice: dict[str, Any] | None) -> bool:
@@ -1109,6 +1153,8 @@ _BACKEND_REFUSAL_RE: Final = re.compile(
 
 # openai-python's APIStatusError as str(), at the start of a reply, after at most a short
 # one-line prefix that quotes nothing (a reply quoting such an error explains it)
+# a prefix a relay writes before an error it relays ("**ERROR**: ...", "Exception:")
+_ERROR_PREFIX_RE: Final = re.compile(r"[\s*\[]*(?:error|exception)", re.IGNORECASE)
 _SDK_EXCEPTION_RE: Final = re.compile(
     r"\s*+[^\n{`'\"]{0,60}?\berror code: ([45]\d\d) - [{\[]", re.IGNORECASE | re.ASCII
 )
