@@ -2720,6 +2720,15 @@ def test_generic_rule_never_fires_on_look_alikes(message: str) -> None:
         assert detect_overflow(status, _error_body(message), wire_format="openai") is None
 
 
+def test_a_nesting_depth_is_no_length() -> None:
+    # a proxy's token estimator guarding its JSON nesting (copilot-api), read by no rule and
+    # not probed; a model named for depth is still a model
+    depth = _error_body("Responses token estimate exceeds the maximum depth of 128")
+    assert detect_suspect(400, depth) is None
+    named = _error_body("Input is too long for acme-depth-7b: 9000 tokens exceeds the limit 8192")
+    assert detect_overflow(400, named, wire_format="openai") is not None
+
+
 # --------------------------------------------------------------------------- counts
 
 

@@ -1126,8 +1126,9 @@ _GEN_SHAPE_EXCLUDE: Final = (
     r"|\bcommand[ -]line (?:length|limit|exceeds|is too long|too long)\b"
     # a field's own limit (a system prompt's characters, metadata, a description), not the window
     r"|(?<![\d,])\d[\d,]*+ (?:characters?|chars)\b|\bfields?\b|metadata|\bdescriptions?\b"
-    # a nesting depth ("token estimate exceeds the maximum depth of 128"), not a length
-    r"|\bdepth\b"
+    # a nesting depth ("token estimate exceeds the maximum depth of 128"), not a length (a
+    # model's name may hold the word: "depth-anything")
+    r"|\b(?:max(?:imum)?|nesting|recursion) depth\b|\bdepth (?:limit|exceeded)\b"
 )
 _GEN_EXCLUDE_RE: Final = _p(_GEN_OUTPUT_EXCLUDE + "|" + _GEN_SHAPE_EXCLUDE)
 _GEN_SHAPE_EXCLUDE_RE: Final = _p(_GEN_SHAPE_EXCLUDE)
