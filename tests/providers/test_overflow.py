@@ -3747,6 +3747,9 @@ _LEFT_MISSES: Final = {
     "hb562-pagedllm-completions-nonstream-refused-length-empty": _NOT_TRIMMED
     + " (legacy completions)",
     "hb562-pagedllm-completions-stream-refused-length": _NOT_TRIMMED + " (legacy completions)",
+    # mittwald's documentation shows its overflow as a template, "maximum context length is X
+    # tokens. However, you requested Y tokens ...": the counts a server writes are its words
+    "hb568-mittwald-dedicated-doc-placeholder": "a doc's template, X and Y for the counts",
 }
 
 
@@ -4098,8 +4101,8 @@ def test_the_generic_readers_alone_read_no_look_alike(monkeypatch: pytest.Monkey
     assert read[False] == []
     overflows = sum(1 for entry in [*CORPUS, *heldout] if entry["overflow"])
     # 1,099 of 1,168 when this was written; 3,077 of 3,336 after batch 413, 3,568 of 3,894
-    # (91.6%) after batch 498, 3,822 of 4,172 (91.6%) after batch 540 and 4,141 of 4,503
-    # (92.0%) after batch 566, whose collectors
+    # (91.6%) after batch 498, 3,822 of 4,172 (91.6%) after batch 540 and 4,167 of 4,530
+    # (92.0%) after batch 569, whose collectors
     # went after servers' own wordings
     # (release by release, server by server), which only a listing reads: the floor
     # guards the generic readers against narrowing, not the data's mix against drifting
