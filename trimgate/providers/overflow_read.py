@@ -1153,11 +1153,11 @@ _BACKEND_REFUSAL_RE: Final = re.compile(
 
 # openai-python's APIStatusError as str(), at the start of a reply, after at most a short
 # one-line prefix that quotes nothing (a reply quoting such an error explains it)
-# a prefix a relay writes before an error it relays ("**ERROR**: ...", "Exception:")
-_ERROR_PREFIX_RE: Final = re.compile(r"[\s*\[]*(?:error|exception)", re.IGNORECASE)
 _SDK_EXCEPTION_RE: Final = re.compile(
     r"\s*+[^\n{`'\"]{0,60}?\berror code: ([45]\d\d) - [{\[]", re.IGNORECASE | re.ASCII
 )
+# ... and the prefix a relay writes before it, if any ("**ERROR**: ...", "Exception:")
+_ERROR_PREFIX_RE: Final = re.compile(r"[\s*\[]*(?:error|exception)", re.IGNORECASE)
 
 
 # ollama-python's ResponseError as str(), "<its message> (status code: 400)", the whole
