@@ -427,6 +427,32 @@ def test_an_http_exception_returned_as_a_200_body_is_read_as_its_status() -> Non
         assert detect_overflow(200, orjson.dumps(doc), wire_format="openai") is None
 
 
+def test_a_response_returned_as_data_in_a_200_body_is_read_as_its_status() -> None:
+    # openchat's length check returns (token ids, JSONResponse): FastAPI serialises both
+    said = (
+        "This model's maximum context length is 8192 tokens. However, you requested 8300"
+        " tokens (300 in the messages, 8000 in the completion). Please reduce the length of"
+        " the messages or completion."
+    )
+    inner = {"object": "error", "message": said, "type": "invalid_request_error", "code": None}
+    returned = {
+        "status_code": 400,
+        "background": None,
+        "body": json.dumps(inner),
+        "raw_headers": [["content-type", "application/json"]],
+    }
+    body = orjson.dumps([[1, 30996, 7016], returned])
+    assert detect_overflow(200, body, wire_format="openai") == Overflow(300, 192)
+    # not with a success status, beside an answer's fields, or with a body that says nothing
+    for doc in (
+        {**returned, "status_code": 200},
+        {**returned, "choices": [{"index": 0, "message": {"content": said}}]},
+        {**returned, "body": ""},
+    ):
+        body = orjson.dumps([[1, 30996, 7016], doc])
+        assert detect_overflow(200, body, wire_format="openai") is None, doc
+
+
 def test_a_reply_that_is_the_sdks_exception_is_read_as_the_error_it_relays() -> None:
     # RAGFlow and MaxKB answer their model's refusal as a completion of their own
     inner = (

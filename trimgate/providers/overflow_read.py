@@ -395,6 +395,8 @@ def _walk_document(doc: Any, facts: _Facts, depth: int, *, error_status: bool) -
     if _fastapi_error(doc):
         _walk_error(doc, facts, depth)
         return True
+    if _returned_response(doc, facts, depth):
+        return True
     if doc.get("event") == "error":
         # Flowise's stream event {"event": "error", "data": "Error: ... 400 {...}"}; Dify's
         # {"event": "error", "code": ..., "status": 400, "message": ...}
@@ -436,6 +438,23 @@ def _fastapi_error(doc: dict[str, Any]) -> bool:
         and not isinstance(status, bool)
         and 400 <= status <= 599
     )
+
+
+def _returned_response(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
+    """A Starlette response serialised as data rather than sent, ``{"status_code": 400,
+    "background": null, "body": "<the error's JSON>", "raw_headers": [...]}``: openchat's
+    server answers 200 with its length check's error so, beside the prompt's token ids,
+    when a handler returns both. Read with the status it names."""
+    body = doc.get("body")
+    code = _http_code(doc.get("status_code"))
+    if not code or not isinstance(body, str) or not body or not doc.keys() <= _RESPONSE_KEYS:
+        return False
+    facts.statuses.append(code)
+    _add_text(body, facts, depth)
+    return True
+
+
+_RESPONSE_KEYS: Final = frozenset({"status_code", "background", "body", "raw_headers"})
 
 
 def _flat_error(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
