@@ -1236,8 +1236,9 @@ def test_a_reply_its_usage_says_cost_no_output_is_the_servers_error() -> None:
     assert read(opened + _sse({"type": "message_stop"})) is None
     # the relay's verdicts, event by event
     last = _sse({"type": "message_delta", "usage": {"input_tokens": 90, "output_tokens": 0}})
-    assert overflow.stream_event_output(last) == overflow.OUTPUT
     assert overflow.stream_event_output(last, held=overflow.WORDED) == overflow.UNSPENT
+    # (with no reply held, a close that counts nothing holds on: an error may follow it)
+    assert overflow.stream_event_output(last) == overflow.NO_OUTPUT
     ended = _sse({"type": "content_block_stop", "index": 0})
     assert overflow.stream_event_output(ended, held=overflow.WORDED) == overflow.NO_OUTPUT
 
@@ -1806,6 +1807,38 @@ def test_a_bracketed_error_as_the_whole_reply_is_read_where_no_model_wrote_it() 
     for reply in ("Output: " + said, said[:-1], "[Error: rate limit reached, retry in 20s]"):
         other = {"choices": [{"message": {"content": reply}, "finish_reason": "stop"}]}
         assert detect_overflow(200, orjson.dumps(other), wire_format="openai") is None, reply
+
+
+def test_a_messages_stream_closed_with_nothing_counted_then_an_error_is_read() -> None:
+    # agentgateway serves a Messages stream from a Responses upstream: on the upstream's
+    # error it closes the reply it opened (no output token counted), then writes the error
+    start = {"type": "message_start", "message": {"content": [], "usage": {"input_tokens": 0}}}
+    usage = {"input_tokens": 0, "output_tokens": 0}
+    closed = {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": usage}
+    stop = {"type": "message_stop"}
+    said = "Your input exceeds the context window of this model. Please adjust your input."
+    error = {"type": "error", "error": {"type": "context_length_exceeded", "message": said}}
+    stream = _sse(start, closed, stop, error)
+    assert detect_stream_overflow(stream, wire_format="anthropic") == Overflow(None, None)
+    # a relay holding the stream holds the close, and the error decides
+    assert overflow.stream_event_output(_sse(closed)) == overflow.NO_OUTPUT
+    assert overflow.stream_event_output(_sse(stop)) == overflow.NO_OUTPUT
+    assert not overflow.stream_head_decided(_sse(start, closed, stop))
+    assert overflow.stream_head_decided(stream)
+    # a reply that counted its output, even with no text, is an answer: the error after it
+    # comes too late
+    spent = {**closed, "usage": {"input_tokens": 4000, "output_tokens": 3}}
+    assert overflow.stream_event_output(_sse(spent)) == overflow.OUTPUT
+    assert detect_stream_overflow(_sse(start, spent, stop, error), wire_format="anthropic") is None
+    text = {
+        "type": "content_block_start",
+        "index": 0,
+        "content_block": {"type": "text", "text": "Hi"},
+    }
+    assert (
+        detect_stream_overflow(_sse(start, text, closed, stop, error), wire_format="anthropic")
+        is None
+    )
 
 
 def test_an_error_line_as_the_whole_reply_is_read_where_no_model_wrote_it() -> None:

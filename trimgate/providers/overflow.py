@@ -464,6 +464,8 @@ def _doc_output(doc: Any, held: str) -> tuple[str, Overflow | None]:
             return NO_OUTPUT, None
         if kind == "message_delta" and _closes_held(held, doc):
             return UNSPENT, None
+    elif isinstance(doc, dict) and _closes_unspent(doc):
+        return NO_OUTPUT, None
     status = _loading_status(doc)
     if status is not None and held in ("", LOADING):
         if held == LOADING:
@@ -479,6 +481,21 @@ def _doc_output(doc: Any, held: str) -> tuple[str, Overflow | None]:
     if bracketed_error(text) is not None:
         return FRAMED, found
     return (WORDED if len(text) <= WORDED_REPLY_LIMIT else WORDED_LONG), found
+
+
+def _closes_unspent(doc: dict[str, Any]) -> bool:
+    """Whether an event closes an Anthropic reply that has produced nothing: a
+    ``message_delta`` that counts no output token, or the ``message_stop`` after it. A
+    gateway that serves a Messages stream from another API closes the reply so before it
+    writes the upstream's error (agentgateway over a Responses upstream); a model's
+    answer, even an empty one, counts its output tokens."""
+    kind = doc.get("type")
+    if kind == "message_stop":
+        return True
+    usage = doc.get("usage")
+    if kind != "message_delta" or not isinstance(usage, dict):
+        return False
+    return _is_zero(usage.get("output_tokens"))
 
 
 def _closes_held(held: str, doc: dict[str, Any]) -> bool:
