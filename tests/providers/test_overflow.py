@@ -2788,6 +2788,20 @@ def test_a_nesting_depth_is_no_length() -> None:
     assert detect_overflow(400, named, wire_format="openai") is not None
 
 
+def test_a_pictures_size_is_no_length() -> None:
+    # ModelScope's limit on a screenshot's pixels, in the words of a window's: not read, not
+    # probed; a mixture's "8x7b" is still a model's name
+    for said in (
+        "input size exceed limit 2048x2048,current input:(1080,2376)",
+        "input exceeds the limit of 1568 pixels",
+        "input resolution exceeds the limit",
+    ):
+        assert detect_overflow(400, _error_body(said), wire_format="openai") is None, said
+        assert detect_suspect(400, _error_body(said)) is None, said
+    named = _error_body("input too long for mixtral-8x7b: 40000 tokens exceed the limit 32768")
+    assert detect_overflow(400, named, wire_format="openai") is not None
+
+
 # --------------------------------------------------------------------------- counts
 
 
