@@ -444,9 +444,16 @@ def test_a_response_returned_as_data_in_a_200_body_is_read_as_its_status() -> No
     body = orjson.dumps([[1, 30996, 7016], returned])
     assert detect_overflow(200, body, wire_format="openai") == Overflow(300, 192)
     # not with a success status, beside an answer's fields, or with a body that says nothing
+    typed = {**returned, "media_type": "application/json"}
+    assert detect_overflow(200, orjson.dumps(typed), wire_format="openai") == Overflow(300, 192)
+    # not with a success status (or one written as a string), beside an answer's fields,
+    # without the headers a serialised response carries, or with a body that says nothing
+    headless = {key: value for key, value in returned.items() if key != "raw_headers"}
     for doc in (
         {**returned, "status_code": 200},
+        {**returned, "status_code": "400"},
         {**returned, "choices": [{"index": 0, "message": {"content": said}}]},
+        headless,
         {**returned, "body": ""},
     ):
         body = orjson.dumps([[1, 30996, 7016], doc])
@@ -1236,9 +1243,8 @@ def test_a_reply_its_usage_says_cost_no_output_is_the_servers_error() -> None:
     assert read(opened + _sse({"type": "message_stop"})) is None
     # the relay's verdicts, event by event
     last = _sse({"type": "message_delta", "usage": {"input_tokens": 90, "output_tokens": 0}})
+    assert overflow.stream_event_output(last) == overflow.OUTPUT
     assert overflow.stream_event_output(last, held=overflow.WORDED) == overflow.UNSPENT
-    # (with no reply held, a close that counts nothing holds on: an error may follow it)
-    assert overflow.stream_event_output(last) == overflow.NO_OUTPUT
     ended = _sse({"type": "content_block_stop", "index": 0})
     assert overflow.stream_event_output(ended, held=overflow.WORDED) == overflow.NO_OUTPUT
 
@@ -1823,8 +1829,10 @@ def test_a_messages_stream_closed_with_nothing_counted_then_an_error_is_read() -
     # a relay holding the stream holds the close, and the error decides
     assert overflow.stream_event_output(_sse(closed)) == overflow.NO_OUTPUT
     assert overflow.stream_event_output(_sse(stop)) == overflow.NO_OUTPUT
-    assert not overflow.stream_head_decided(_sse(start, closed, stop))
-    assert overflow.stream_head_decided(stream)
+    assert detect_stream_overflow(_sse(start, stop, error), wire_format="anthropic") is not None
+    # a placeholder delta with no stop reason is output, as before
+    placeholder = {**closed, "delta": {"stop_reason": None}}
+    assert overflow.stream_event_output(_sse(placeholder)) == overflow.OUTPUT
     # a reply that counted its output, even with no text, is an answer: the error after it
     # comes too late
     spent = {**closed, "usage": {"input_tokens": 4000, "output_tokens": 3}}
@@ -2794,12 +2802,18 @@ def test_a_pictures_size_is_no_length() -> None:
     for said in (
         "input size exceed limit 2048x2048,current input:(1080,2376)",
         "input exceeds the limit of 1568 pixels",
-        "input resolution exceeds the limit",
     ):
         assert detect_overflow(400, _error_body(said), wire_format="openai") is None, said
         assert detect_suspect(400, _error_body(said)) is None, said
-    named = _error_body("input too long for mixtral-8x7b: 40000 tokens exceed the limit 32768")
-    assert detect_overflow(400, named, wire_format="openai") is not None
+    # a model's name, a one-digit product, arithmetic with spaces: still the window's words
+    for said, expected in (
+        ("input too long for mixtral-8x7b: 40000 tokens exceed the limit 32768", None),
+        ("input too long for the 8x7 experts: 40000 tokens exceed the limit 32768", None),
+        ("input of 40000 tokens exceeds the limit 32768 (32 x 1024)", Overflow(40000, 32768)),
+    ):
+        found = detect_overflow(400, _error_body(said), wire_format="openai")
+        assert found is not None, said
+        assert expected is None or found == expected, said
 
 
 # --------------------------------------------------------------------------- counts

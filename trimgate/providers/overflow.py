@@ -484,18 +484,22 @@ def _doc_output(doc: Any, held: str) -> tuple[str, Overflow | None]:
 
 
 def _closes_unspent(doc: dict[str, Any]) -> bool:
-    """Whether an event closes an Anthropic reply that has produced nothing: a
-    ``message_delta`` that counts no output token, or the ``message_stop`` after it. A
-    gateway that serves a Messages stream from another API closes the reply so before it
-    writes the upstream's error (agentgateway over a Responses upstream); a model's
-    answer, even an empty one, counts its output tokens."""
+    """Whether an event, reached with nothing output yet, ends an Anthropic reply that
+    produced nothing: a ``message_delta`` with a stop reason that counts no output token,
+    or a ``message_stop``. A gateway that serves a Messages stream from another API
+    closes the reply so before it writes the upstream's error (agentgateway over a
+    Responses upstream), and the event after it decides; a stream that ends there is
+    relayed as it ended. A placeholder ``message_delta`` with no stop reason is output,
+    as before."""
     kind = doc.get("type")
     if kind == "message_stop":
         return True
-    usage = doc.get("usage")
-    if kind != "message_delta" or not isinstance(usage, dict):
+    if kind != "message_delta":
         return False
-    return _is_zero(usage.get("output_tokens"))
+    delta, usage = doc.get("delta"), doc.get("usage")
+    if not isinstance(delta, dict) or delta.get("stop_reason") in (None, ""):
+        return False
+    return isinstance(usage, dict) and _is_zero(usage.get("output_tokens"))
 
 
 def _closes_held(held: str, doc: dict[str, Any]) -> bool:

@@ -444,17 +444,28 @@ def _returned_response(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
     """A Starlette response serialised as data rather than sent, ``{"status_code": 400,
     "background": null, "body": "<the error's JSON>", "raw_headers": [...]}``: openchat's
     server answers 200 with its length check's error so, beside the prompt's token ids,
-    when a handler returns both. Read with the status it names."""
+    when a handler returns both. Read with the status it names. (The relay reads a 200
+    body whose start shows no error only up to 64 KiB, so behind a prompt of some 10,000
+    token ids this answer goes to the client as it came.)"""
     body = doc.get("body")
-    code = _http_code(doc.get("status_code"))
-    if not code or not isinstance(body, str) or not body or not doc.keys() <= _RESPONSE_KEYS:
+    code = doc.get("status_code")
+    if (
+        type(code) is not int
+        or not 400 <= code <= 599
+        or not isinstance(body, str)
+        or not body
+        or "raw_headers" not in doc
+        or not doc.keys() <= _RESPONSE_KEYS
+    ):
         return False
     facts.statuses.append(code)
     _add_text(body, facts, depth)
     return True
 
 
-_RESPONSE_KEYS: Final = frozenset({"status_code", "background", "body", "raw_headers"})
+_RESPONSE_KEYS: Final = frozenset(
+    {"status_code", "background", "body", "raw_headers", "media_type"}
+)
 
 
 def _flat_error(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:

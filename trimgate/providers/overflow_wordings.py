@@ -1099,8 +1099,9 @@ _GEN_SHAPE_EXCLUDE: Final = (
     r"\bbytes?\b|\b[kmg]i?b\b|\d ?[kmg]i?b\b|megabytes|\bjson\b"
     r"|image|audio|video|file|attachment|document|pdf"
     # a picture's size, in pixels ("input size exceed limit 2048x2048,current
-    # input:(1080,2376)": ModelScope's screenshot limit), not a model's "8x7b"
-    r"|\b\d{2,} ?[x\u00d7] ?\d{2,}\b|\bpixels?\b|\bresolution\b"
+    # input:(1080,2376)": ModelScope's screenshot limit), not a model's "8x7b" nor a
+    # product spaced as arithmetic ("32 x 1024")
+    r"|\b\d{2,}[x\u00d7]\d{2,}\b|\bpixels?\b"
     r"|payload|request body|body size|string too long|expected a string|array too long"
     # (a tool's input counted in the prompt is not a tool limit: "3555 of tool input"; a
     # count of elements: "'input' array is too large, must be less than 2048 elements",
