@@ -2796,6 +2796,25 @@ def test_a_nesting_depth_is_no_length() -> None:
     assert detect_overflow(400, named, wire_format="openai") is not None
 
 
+def test_anthropics_context_reduction_wording_is_an_overflow() -> None:
+    # Anthropic's other wording of a prompt over the window, as a desktop agent's error
+    # reports captured it: no counts, read as the wording; the words elsewhere are not it
+    body = orjson.dumps(
+        {
+            "type": "error",
+            "error": {
+                "details": None,
+                "type": "invalid_request_error",
+                "message": "context reduction is suggested",
+            },
+            "request_id": "req_011Ca9jSXf7cx5H8ssiZnmJ2",
+        }
+    )
+    assert detect_overflow(400, body, wire_format="anthropic") == Overflow(None, None)
+    other = _error_body("Retrieval failed; context reduction is suggested for the index")
+    assert detect_overflow(400, other, wire_format="openai") is None
+
+
 def test_a_pictures_size_is_no_length() -> None:
     # ModelScope's limit on a screenshot's pixels, in the words of a window's: not read, not
     # probed; a mixture's "8x7b" is still a model's name

@@ -295,6 +295,8 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
         r" > (?P<max>{N})"
     ),
     _p(r"\bprompt is too long\b"),
+    # Anthropic's other wording of it, with no counts (seen in a desktop agent's error reports)
+    _p(r"^context reduction is suggested\b"),
     # Gemini / Vertex
     _p(
         r"input token count(?: \((?P<real>{N})\))? exceeds the maximum number of tokens"
