@@ -457,7 +457,8 @@ def _doc_output(doc: Any, held: str) -> tuple[str, Overflow | None]:
     reply of a stream (nothing ``held``) that reads as an overflow, one of
     ``HELD_REPLIES`` with the overflow its words state; after it, the end of its Anthropic
     block is ``NO_OUTPUT`` and a ``message_delta`` that closes it as the server's error
-    (``_closes_held``) ``UNSPENT``."""
+    (``_closes_held``) ``UNSPENT``. With nothing held, an Anthropic reply closed before
+    any output (``_closes_unspent``) is ``NO_OUTPUT``."""
     if held and isinstance(doc, dict):
         kind = doc.get("type")
         if kind == "content_block_stop":
@@ -661,8 +662,9 @@ def detect_stream_overflow(
     """The overflow an error event at the start of a 200 SSE stream states.
 
     ``data`` is the raw beginning of the stream (only the first 64 KiB, and its first
-    ``_MAX_EVENTS`` events, are read). Comments, keep-alives, lifecycle events and
-    empty openers (a role-only chat chunk, ``message_start``) are skipped; the first
+    ``_MAX_EVENTS`` events, are read). Comments, keep-alives, lifecycle events, empty
+    openers (a role-only chat chunk, ``message_start``) and an Anthropic reply closed
+    before any output (``_closes_unspent``) are skipped; the first
     other event decides: an error event (``event: error``, ``data: {"error": ...}``,
     ``type: error``, ``response.failed``, a choice with ``finish_reason: "error"``) is
     read like an error body, an event with output means no overflow. A first reply in
