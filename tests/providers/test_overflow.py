@@ -443,7 +443,7 @@ def test_a_response_returned_as_data_in_a_200_body_is_read_as_its_status() -> No
     }
     body = orjson.dumps([[1, 30996, 7016], returned])
     assert detect_overflow(200, body, wire_format="openai") == Overflow(300, 192)
-    # not with a success status, beside an answer's fields, or with a body that says nothing
+    # ... also with the media type a response built with one carries
     typed = {**returned, "media_type": "application/json"}
     assert detect_overflow(200, orjson.dumps(typed), wire_format="openai") == Overflow(300, 192)
     # not with a success status (or one written as a string), beside an answer's fields,
@@ -1838,6 +1838,7 @@ def test_a_messages_stream_closed_with_nothing_counted_then_an_error_is_read() -
     spent = {**closed, "usage": {"input_tokens": 4000, "output_tokens": 3}}
     assert overflow.stream_event_output(_sse(spent)) == overflow.OUTPUT
     assert detect_stream_overflow(_sse(start, spent, stop, error), wire_format="anthropic") is None
+    # ... and so is one that wrote text before its close
     text = {
         "type": "content_block_start",
         "index": 0,
