@@ -460,6 +460,30 @@ def test_a_response_returned_as_data_in_a_200_body_is_read_as_its_status() -> No
         assert detect_overflow(200, body, wire_format="openai") is None, doc
 
 
+def test_watsonx_errors_are_read_in_a_stream_under_the_status_they_name() -> None:
+    # IBM watsonx writes its error object as a chat stream's chunk, beside "choices": []
+    said = (
+        "Invalid input argument for Model 'ibm/granite-4-h-small': This model's maximum"
+        " context length is 131072 tokens. However, your request has 600039 input tokens."
+    )
+    chunk = {
+        "errors": [{"code": "invalid_input_argument", "message": said, "more_info": "x"}],
+        "trace": "903ff69ef8dc748c20d94f77c5810bf1",
+        "status_code": 400,
+        "choices": [],
+    }
+    assert detect_stream_overflow(_sse(chunk), wire_format="openai") == Overflow(600039, 131072)
+    # not under a success status, nor beside an answer (a list of "errors" alone is a
+    # GraphQL-like body's too)
+    answer = [{"index": 0, "delta": {"content": said}}]
+    for doc in (
+        {**chunk, "status_code": 200},
+        {**chunk, "choices": answer},
+        {key: value for key, value in chunk.items() if key != "status_code"},
+    ):
+        assert detect_stream_overflow(_sse(doc), wire_format="openai") is None, doc
+
+
 def test_a_reply_that_is_the_sdks_exception_is_read_as_the_error_it_relays() -> None:
     # RAGFlow and MaxKB answer their model's refusal as a completion of their own
     inner = (

@@ -395,7 +395,7 @@ def _walk_document(doc: Any, facts: _Facts, depth: int, *, error_status: bool) -
     if _fastapi_error(doc):
         _walk_error(doc, facts, depth)
         return True
-    if _returned_response(doc, facts, depth):
+    if _returned_response(doc, facts, depth) or _status_errors(doc, facts, depth):
         return True
     if doc.get("event") == "error":
         # Flowise's stream event {"event": "error", "data": "Error: ... 400 {...}"}; Dify's
@@ -460,6 +460,28 @@ def _returned_response(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
         return False
     facts.statuses.append(code)
     _add_text(body, facts, depth)
+    return True
+
+
+def _status_errors(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
+    """IBM watsonx's errors, ``{"errors": [{"code": ..., "message": ...}], "trace": ...,
+    "status_code": 400}``, also as a stream's chunk (with ``"choices": []``): a list of
+    errors with their messages under the HTTP error status they name, and no answer beside
+    them. Read with that status."""
+    errors = doc.get("errors")
+    code = doc.get("status_code")
+    if (
+        not isinstance(errors, list)
+        or not errors
+        or not isinstance(errors[0], dict)
+        or not isinstance(errors[0].get("message"), str)
+        or type(code) is not int
+        or not 400 <= code <= 599
+        or _answered(doc)
+    ):
+        return False
+    facts.statuses.append(code)
+    _walk_error(doc, facts, depth)
     return True
 
 
