@@ -478,7 +478,10 @@ def test_watsonx_errors_are_read_in_a_stream_under_the_status_they_name() -> Non
     answer = [{"index": 0, "delta": {"content": said}}]
     for doc in (
         {**chunk, "status_code": 200},
+        {**chunk, "status_code": 600},
         {**chunk, "choices": answer},
+        {**chunk, "data": {"chat": {"reply": "Here is the summary"}}},
+        {**chunk, "errors": [{"code": "invalid_input_argument"}]},
         {key: value for key, value in chunk.items() if key != "status_code"},
     ):
         assert detect_stream_overflow(_sse(doc), wire_format="openai") is None, doc
@@ -2836,8 +2839,12 @@ def test_anthropics_context_reduction_wording_is_an_overflow() -> None:
         }
     )
     assert detect_overflow(400, body, wire_format="anthropic") == Overflow(None, None)
-    other = _error_body("Retrieval failed; context reduction is suggested for the index")
-    assert detect_overflow(400, other, wire_format="openai") is None
+    # the words within another message, or with more after them, are not it
+    for said in (
+        "Retrieval failed; context reduction is suggested for the index",
+        "context reduction is suggested: image exceeds 5 MB maximum",
+    ):
+        assert detect_overflow(400, _error_body(said), wire_format="openai") is None, said
 
 
 def test_a_pictures_size_is_no_length() -> None:

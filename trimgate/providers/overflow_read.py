@@ -466,8 +466,9 @@ def _returned_response(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
 def _status_errors(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
     """IBM watsonx's errors, ``{"errors": [{"code": ..., "message": ...}], "trace": ...,
     "status_code": 400}``, also as a stream's chunk (with ``"choices": []``): a list of
-    errors with their messages under the HTTP error status they name, and no answer beside
-    them. Read with that status."""
+    errors with their messages under the HTTP error status they name, and nothing else
+    beside them (a GraphQL answer's "data" holds one). Read with that status (``_walk_error``
+    takes it from ``status_code``)."""
     errors = doc.get("errors")
     code = doc.get("status_code")
     if (
@@ -477,12 +478,15 @@ def _status_errors(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
         or not isinstance(errors[0].get("message"), str)
         or type(code) is not int
         or not 400 <= code <= 599
+        or not doc.keys() <= _STATUS_ERRORS_KEYS
         or _answered(doc)
     ):
         return False
-    facts.statuses.append(code)
     _walk_error(doc, facts, depth)
     return True
+
+
+_STATUS_ERRORS_KEYS: Final = frozenset({"errors", "trace", "status_code", "choices"})
 
 
 _RESPONSE_KEYS: Final = frozenset(

@@ -295,8 +295,9 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
         r" > (?P<max>{N})"
     ),
     _p(r"\bprompt is too long\b"),
-    # Anthropic's other wording of it, with no counts (seen in a desktop agent's error reports)
-    _p(r"^context reduction is suggested\b"),
+    # Anthropic's other wording of it, with no counts (seen in a desktop agent's error
+    # reports), as the whole message: beside other words it was never seen
+    _p(r"^context reduction is suggested\.?\s*$"),
     # Gemini / Vertex
     _p(
         r"input token count(?: \((?P<real>{N})\))? exceeds the maximum number of tokens"
