@@ -431,13 +431,13 @@ def _fastapi_error(doc: dict[str, Any]) -> bool:
         return False
     if len(doc) == 1:
         return True
+    return doc.keys() <= {"status_code", "detail", "headers"} and _error_status(doc)
+
+
+def _error_status(doc: dict[str, Any]) -> bool:
+    """Whether a body's ``status_code`` is an HTTP error status written as a number."""
     status = doc.get("status_code")
-    return (
-        doc.keys() <= {"status_code", "detail", "headers"}
-        and isinstance(status, int)
-        and not isinstance(status, bool)
-        and 400 <= status <= 599
-    )
+    return type(status) is int and 400 <= status <= 599
 
 
 def _returned_response(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
@@ -448,19 +448,22 @@ def _returned_response(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
     body whose start shows no error only up to 64 KiB, so behind a prompt of some 10,000
     token ids this answer goes to the client as it came.)"""
     body = doc.get("body")
-    code = doc.get("status_code")
     if (
-        type(code) is not int
-        or not 400 <= code <= 599
+        not _error_status(doc)
         or not isinstance(body, str)
         or not body
         or "raw_headers" not in doc
         or not doc.keys() <= _RESPONSE_KEYS
     ):
         return False
-    facts.statuses.append(code)
+    facts.statuses.append(doc["status_code"])
     _add_text(body, facts, depth)
     return True
+
+
+_RESPONSE_KEYS: Final = frozenset(
+    {"status_code", "background", "body", "raw_headers", "media_type"}
+)
 
 
 def _status_errors(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
@@ -470,14 +473,12 @@ def _status_errors(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
     beside them (a GraphQL answer's "data" holds one). Read with that status (``_walk_error``
     takes it from ``status_code``)."""
     errors = doc.get("errors")
-    code = doc.get("status_code")
     if (
         not isinstance(errors, list)
         or not errors
         or not isinstance(errors[0], dict)
         or not isinstance(errors[0].get("message"), str)
-        or type(code) is not int
-        or not 400 <= code <= 599
+        or not _error_status(doc)
         or not doc.keys() <= _STATUS_ERRORS_KEYS
         or _answered(doc)
     ):
@@ -487,11 +488,6 @@ def _status_errors(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
 
 
 _STATUS_ERRORS_KEYS: Final = frozenset({"errors", "trace", "status_code", "choices"})
-
-
-_RESPONSE_KEYS: Final = frozenset(
-    {"status_code", "background", "body", "raw_headers", "media_type"}
-)
 
 
 def _flat_error(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
