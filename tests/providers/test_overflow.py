@@ -374,16 +374,14 @@ def test_a_cause_beside_a_summary_is_read() -> None:
 
 def test_an_error_bodys_sentences_under_unnamed_keys_are_read() -> None:
     # no key any reader names holds a message: the body's other sentences are read
-    body = orjson.dumps(
-        {"detail": {"summary": "Request failed", "explanation": "Prompt is too long"}}
-    )
+    body = orjson.dumps({"detail": {"summary": "Request failed", "note": "Prompt is too long"}})
     assert detect_overflow(400, body, wire_format="openai") == Overflow(None, None)
     # ... but never what echoes the request (a validation error's offending value), nor
     # a success body's, nor when a named key holds the message
     for doc, status in (
         ({"detail": [{"loc": ["body", "messages"], "input": "Prompt is too long"}]}, 422),
         ({"result": {"text": "Prompt is too long"}}, 200),
-        ({"message": "Invalid role", "explanation": "Prompt is too long"}, 400),
+        ({"message": "Invalid role", "note": "Prompt is too long"}, 400),
     ):
         assert detect_overflow(status, orjson.dumps(doc), wire_format="openai") is None, doc
 
@@ -485,6 +483,30 @@ def test_watsonx_errors_are_read_in_a_stream_under_the_status_they_name() -> Non
         {key: value for key, value in chunk.items() if key != "status_code"},
     ):
         assert detect_stream_overflow(_sse(doc), wire_format="openai") is None, doc
+
+
+def test_an_errors_explanation_is_read_and_words_said_twice_count_once() -> None:
+    # Zylon PrivateGPT streams its refusal as an error event whose message is only "Request
+    # Too Large" (as a body-size limit's is); its detail explains it
+    said = "The message length 9412 exceeds the maximum token limit 7680."
+    event = {
+        "type": "error",
+        "error": {
+            "type": "request_too_large",
+            "message": "Request Too Large",
+            "detail": {"code": "REQUEST_TOO_LARGE_USER_MSG_ERROR", "explanation": said},
+        },
+        "request_id": None,
+        "exception": {"type": "RequestTooLarge", "message": said},
+    }
+    body = b"event: error\ndata: " + orjson.dumps(event) + b"\n\n"
+    assert detect_stream_overflow(body, wire_format="anthropic") == Overflow(9412, 7680)
+    sized = {**event["error"], "detail": {"explanation": "Request body exceeds 10 MB."}}
+    assert detect_overflow(413, orjson.dumps({"error": sized}), wire_format="anthropic") is None
+    # the whole body says it again beside its detail: the probe's counts are read once
+    whole = orjson.dumps({**event, "detail": said})
+    suspect = detect_suspect(400, whole)
+    assert suspect is not None and suspect.numbers == (9412, 7680)
 
 
 def test_a_reply_that_is_the_sdks_exception_is_read_as_the_error_it_relays() -> None:

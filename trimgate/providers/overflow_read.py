@@ -163,7 +163,7 @@ class _Facts:
     def say(self, text: str) -> None:
         """Keep a message, within what is left of ``_TEXT_ROOM``: the readers' cost grows
         with the text they scan, and an error's own words come first."""
-        if self.room > 0:
+        if self.room > 0 and text not in self.texts:  # (an error's words said twice)
             kept = text[: self.room]
             self.room -= len(kept)
             if "&" in kept:  # (HTML's escapes, as WordPress writes "tokens &gt; 200000")

@@ -1453,6 +1453,8 @@ _TEXT_KEYS: Final = (
     "raw",
     "description",  # Writer: {"errors": [{"description": ...}]}
     "cause",  # lightspeed-stack: {"detail": {"response": "Prompt is too long", "cause": ...}}
+    # Zylon PrivateGPT: {"message": "Request Too Large", "detail": {"code", "explanation"}}
+    "explanation",
 )
 # Keys whose strings echo the request, never the server's own words (``_stray_texts``):
 # a validation error's offending value and location, parameters, ids, the model's name.
