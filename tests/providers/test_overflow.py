@@ -489,7 +489,7 @@ def test_an_errors_explanation_is_read_and_words_said_twice_count_once() -> None
     # Zylon PrivateGPT streams its refusal as an error event whose message is only "Request
     # Too Large" (as a body-size limit's is); its detail explains it
     said = "The message length 9412 exceeds the maximum token limit 7680."
-    event = {
+    event: dict[str, Any] = {
         "type": "error",
         "error": {
             "type": "request_too_large",
