@@ -26,9 +26,11 @@ from trimgate.providers.overflow import (
     confirm_suspect,
     detect_bare_stream_overflow,
     detect_overflow,
+    detect_stream_event_overflow,
     detect_stream_overflow,
     detect_suspect,
     detect_unfixable,
+    detect_unspent_stop,
     stream_event_has_output,
 )
 from trimgate.providers.registry import FORMATS
@@ -507,6 +509,47 @@ def test_an_errors_explanation_is_read_and_words_said_twice_count_once() -> None
     whole = orjson.dumps({**event, "detail": said})
     suspect = detect_suspect(400, whole)
     assert suspect is not None and suspect.numbers == (9412, 7680)
+
+
+def test_an_answer_stopped_at_length_before_any_output_is_an_unspent_stop() -> None:
+    # mlx-omnia gives a prompt that fills the window a zero budget: an opener, then this
+    # chunk; InfiniLM's whole answer so (a request with no output limit: the caller's)
+    choice: dict[str, Any] = {"index": 0, "delta": {}, "finish_reason": "length"}
+    stop: dict[str, Any] = {"id": "c1", "choices": [choice]}
+    assert detect_unspent_stop(_sse(stop)) == Overflow(None, None)
+    assert detect_unspent_stop(b"event: chunk\r\n" + _sse(stop)[:-2] + b"\r\n\r\n")
+    message = {"role": "assistant", "content": ""}
+    whole: dict[str, Any] = {
+        "choices": [{"index": 0, "message": message, "finish_reason": "length"}]
+    }
+    usage: dict[str, Any] = {"prompt_tokens": 4389, "completion_tokens": 0, "total_tokens": 4389}
+    docs: tuple[Any, ...] = (whole, {**whole, "usage": usage}, {**stop, "usage": None})
+    for doc in docs:
+        assert detect_unspent_stop(orjson.dumps(doc)) == Overflow(None, None), doc
+    # anything written, or counted as written, or another stop, or no single choice
+    for said in (
+        {**choice, "delta": {"content": "partial"}},
+        {**choice, "delta": {"reasoning_content": "hm"}},
+        {**choice, "delta": {"tool_calls": [{"index": 0, "id": "t"}]}},
+        {**choice, "text": "partial"},
+        {**choice, "finish_reason": "stop"},
+    ):
+        assert detect_unspent_stop(_sse({**stop, "choices": [said]})) is None, said
+    docs = (
+        {**whole, "usage": {**usage, "completion_tokens": 412}},  # hidden reasoning, counted
+        {**whole, "usage": "n/a"},
+        {**stop, "choices": [choice, {**choice, "index": 1}]},
+        {**stop, "choices": []},
+        {**stop, "error": {"message": "x"}},
+        [stop],
+    )
+    for doc in docs:
+        assert detect_unspent_stop(orjson.dumps(doc)) is None, doc
+    for raw in (b"", b"data: [DONE]\n\n", b'data: {"finish_reason": "length"', b": length"):
+        assert detect_unspent_stop(raw) is None, raw
+    # LMDeploy's interactive session counts the history it keeps: not the request's
+    kept = {"prompt_tokens": 23, "total_tokens": 8223, "completion_tokens": 0}
+    assert detect_unspent_stop(orjson.dumps({**whole, "usage": kept})) is None
 
 
 def test_a_reply_that_is_the_sdks_exception_is_read_as_the_error_it_relays() -> None:
@@ -3708,6 +3751,30 @@ def test_heldout_figures(capsys: pytest.CaptureFixture[str]) -> None:
     # them, byte-size limits aside (probed on purpose: a trimmed body may well pass them)
     sizes = {e["id"] for e in others if _BODY_LIMIT_RE.search(e["body"]) or e["status"] == 413}
     assert len(set(probed[False]) - sizes) <= 0.03 * len(others)
+    # for a request that set no output limit the relay reads an answer stopped at "length"
+    # before any output (detect_unspent_stop): the usage-less streams the ledger leaves,
+    # and of the look-alikes only a stream's last chunk, cut by its request's max_tokens
+    unspent = {e["id"] for e in loaded if _unspent_stop(e)}
+    left = {i for i in missed if _LEFT_MISSES[i] == "a stream finished length, no usage"}
+    assert left <= unspent
+    assert unspent & {e["id"] for e in others} == {"hb7-openai-stream-finish-length"}
+
+
+def _unspent_stop(entry: dict[str, Any]) -> bool:
+    """Whether the relay reads an entry as an answer stopped at "length" before any
+    output, for a request that set no output limit: a whole 200 answer, or a stream's
+    event before any that carries output or states an error."""
+    body = entry["body"].encode()
+    if not entry["stream"]:
+        return entry["status"] == 200 and detect_unspent_stop(body) is not None
+    for event in body.replace(b"\r\n", b"\n").split(b"\n\n"):
+        if detect_stream_event_overflow(event, output_started=False, wire_format="openai"):
+            return False
+        if detect_unspent_stop(event) is not None:
+            return True
+        if stream_event_has_output(event):
+            return False
+    return False
 
 
 # Held-out overflows no reader recognises, and why they are left so. The first three kinds

@@ -643,6 +643,73 @@ async def test_a_chat_stream_with_placeholder_usage_is_the_answer(make_stack: Ma
     assert resp.headers["x-trimgate-retries"] == "0"
 
 
+_LENGTH_STOP: dict[str, Any] = {"index": 0, "delta": {}, "finish_reason": "length"}
+
+
+def _unspent(stream: bool) -> tuple[Reply, Reply]:
+    """A local server's answer to a prompt that fills the window (mlx-omnia, InfiniLM):
+    stopped at "length" with nothing said and no usage, streamed or whole; and an answer."""
+    if stream:
+        frames = [*sse_data(ROLE, {"choices": [_LENGTH_STOP]}), b"data: [DONE]\n\n"]
+        return Reply(events=frames, event_delay=0.001), ok_stream()
+    choice = {
+        "index": 0,
+        "message": {"role": "assistant", "content": ""},
+        "finish_reason": "length",
+    }
+    return json_reply({"object": "chat.completion", "choices": [choice]}), json_reply(openai_ok(10))
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_an_unlimited_answer_stopped_before_any_output_is_retried(
+    make_stack: MakeStack, stream: bool
+) -> None:
+    # no output limit in the request: only the window stops an answer before its first
+    # token, so the retry sends fewer turns
+    first, answer = _unspent(stream)
+    fake = FakeProvider().then(first, answer)
+    stack = await make_stack(fake)
+    body = openai_chat(8, model="gpt-4o", stream=stream)
+    resp = await stack.client.post("/v1/chat/completions", json=body)
+    assert resp.status == 200 and len(fake.requests) == 2
+    assert resp.headers["x-trimgate-reason"] == "reactive"
+    assert len(fake.requests[1].body) < len(fake.requests[0].body)
+    assert (b"fine" in await resp.read()) if stream else (await resp.json())["choices"]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("limit", ["max_tokens", "max_completion_tokens"])
+async def test_a_limited_answer_stopped_before_any_output_is_the_answer(
+    make_stack: MakeStack, stream: bool, limit: str
+) -> None:
+    # with an output limit, a model whose hidden reasoning spent it answers the same
+    first, _ = _unspent(stream)
+    fake = FakeProvider().then(first)
+    stack = await make_stack(fake)
+    body = openai_chat(8, model="gpt-4o", stream=stream, **{limit: 64})
+    resp = await stack.client.post("/v1/chat/completions", json=body)
+    assert resp.status == 200 and len(fake.requests) == 1
+    assert resp.headers["x-trimgate-retries"] == "0"
+    assert b'"length"' in await resp.read()
+
+
+async def test_an_unlimited_answer_stopped_after_output_is_the_answer(
+    make_stack: MakeStack,
+) -> None:
+    # text first, or an output the usage counts (hidden reasoning): the answer as it came
+    counted = {"prompt_tokens": 4000, "completion_tokens": 300, "total_tokens": 4300}
+    for frames in (
+        [*sse_data(ROLE, text("partial"), {"choices": [_LENGTH_STOP]}), b"data: [DONE]\n\n"],
+        [*sse_data(ROLE, {"choices": [_LENGTH_STOP], "usage": counted}), b"data: [DONE]\n\n"],
+    ):
+        fake = FakeProvider().then(Reply(events=frames, event_delay=0.001))
+        stack = await make_stack(fake)
+        resp = await stack.client.post(
+            "/v1/chat/completions", json=openai_chat(8, model="gpt-4o", stream=True)
+        )
+        assert await resp.read() == b"".join(frames) and len(fake.requests) == 1
+
+
 @pytest.mark.parametrize(
     "envelope",
     [

@@ -741,6 +741,54 @@ def detect_bare_stream_overflow(
     return detect_overflow(400, data, wire_format=wire_format, patterns=patterns)
 
 
+def detect_unspent_stop(data: bytes) -> Overflow | None:
+    """The overflow an answer states by stopping at "length" with nothing produced, read
+    only for a chat request that set no output limit (the caller's to know): no limit
+    stopped it, so the window did. Local servers (mlx-omnia, InfiniLM, RKLLM, LlamaEdge,
+    an old vLLM behind xinference) answer a prompt that fills the window so, as a whole
+    completion or a stream's finishing chunk, most with no usage; for a request with a
+    small ``max_tokens`` a model whose hidden reasoning spent it looks the same, so the
+    body alone never tells it. ``data``: one SSE event block, or a whole completion.
+    Its only choice finished "length" with no text, reasoning, tool call, refusal or
+    audio, and a usage, if any, counts no output token and nothing beyond the prompt."""
+    if not data or len(data) > MAX_BYTES or b'"length"' not in data:
+        return None
+    head = data[:64].lstrip()
+    if _sse_head(head):
+        if b"\r" in data:
+            data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        parsed = _parse_event(data.strip(b"\n"))
+        if parsed is None or parsed[1] is None:
+            return None
+        data = parsed[1]
+    try:
+        doc = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(doc, dict) or "error" in doc:
+        return None
+    choices = doc.get("choices")
+    if not isinstance(choices, list) or len(choices) != 1 or not isinstance(choices[0], dict):
+        return None
+    choice = choices[0]
+    if choice.get("finish_reason") != "length" or choice.get("text"):
+        return None
+    said = choice.get("delta", choice.get("message", {}))
+    if not isinstance(said, dict) or any(
+        said.get(key) not in (None, "", [], {}) for key in _DELTA_OUTPUT_KEYS
+    ):
+        return None
+    usage = doc.get("usage")
+    if usage is None:
+        return Overflow(None, None)
+    if not isinstance(usage, dict) or not _is_zero(usage.get("completion_tokens")):
+        return None
+    # nothing counted beyond the prompt sent (LMDeploy's interactive session counts the
+    # history it keeps itself: no trim of the request shortens that)
+    prompt = usage.get("prompt_tokens")
+    return Overflow(None, None) if usage.get("total_tokens", prompt) == prompt else None
+
+
 def stream_event_has_output(event: bytes) -> bool:
     """Whether one SSE event block, the first reply of its stream, carries output
     (``stream_event_output``)."""

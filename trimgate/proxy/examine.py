@@ -132,6 +132,9 @@ class Chat:
     # count_tokens answered for the client's body: the estimate of the body trimgate
     # would have forwarded (the x-trimgate-tokens-after header); None otherwise
     counted_after: int | None = None
+    # A Chat Completions request that set no output limit: an answer stopped at "length"
+    # before producing anything was stopped by the window (``detect_unspent_stop``)
+    uncapped: bool = False
 
     def replan(self, policy: Policy, max_body: int) -> tuple[TrimReport, bytes]:
         """A retry's report and body, from the body decoded as ``examine`` decoded it
@@ -231,6 +234,7 @@ class Examiner:
             tool_texts=self.caps,
             window_unknown=window is None,
             counted_after=counted_after,
+            uncapped=decoded.output_limit is None and codec.wire_format == "openai",
         )
         return chat, skipped
 

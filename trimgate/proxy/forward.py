@@ -34,7 +34,6 @@ from yarl import URL
 from trimgate.attribution import team_resolver
 from trimgate.config import Config
 from trimgate.errors import UpstreamError
-from trimgate.providers.base import Codec
 from trimgate.proxy import otel
 from trimgate.proxy import upstream as up
 from trimgate.proxy.answers import error_response, refuse
@@ -337,9 +336,8 @@ class Proxy:
         extra = {"x-trimgate-request-id": request_id}
         if skipped:
             extra["x-trimgate-skipped"] = skipped
-        codec = chat.codec if chat else None
         send: Send = functools.partial(
-            self._send, request.method, url, headers, body, route, timer, codec
+            self._send, request.method, url, headers, body, route, timer, chat
         )
 
         if chat is None:  # pass-through: byte for byte
@@ -449,7 +447,7 @@ class Proxy:
         original: bytes,
         route: Route,
         timer: _UpstreamTimer,
-        codec: Codec | None,
+        chat: Chat | None,
         payload: bytes,
     ) -> Attempt:
         """One upstream attempt: send, and on chat paths read enough to tell an overflow."""
@@ -464,11 +462,12 @@ class Proxy:
             resp.close()
             raise UpstreamError(f"upstream sent an invalid status code ({resp.status:03d})")
         self.metrics.for_upstream(route.name)[1].observe(time.perf_counter() - t)
-        if codec is None:
+        if chat is None:
             timer.spent += time.perf_counter() - t
             return Attempt(resp, b"", None)
         try:
-            return await sniff_overflow(codec, resp, route.upstream.compiled_overflow_patterns)
+            patterns = route.upstream.compiled_overflow_patterns
+            return await sniff_overflow(chat.codec, resp, patterns, uncapped=chat.uncapped)
         except BaseException:
             resp.close()
             raise

@@ -34,6 +34,7 @@ from trimgate.providers.overflow import (
     Suspect,
     detect_suspect,
     detect_unfixable,
+    detect_unspent_stop,
     may_state_error,
     states_envelope_error,
     stream_event_output,
@@ -76,12 +77,16 @@ class Attempt:
     suspect: Suspect | None = None
 
 
-async def sniff_overflow(codec: Codec, resp: up.Answer, patterns: Patterns = ()) -> Attempt:
+async def sniff_overflow(
+    codec: Codec, resp: up.Answer, patterns: Patterns = (), *, uncapped: bool = False
+) -> Attempt:
     """Read just enough of an answer to tell an overflow: the attempt, with those bytes,
     the overflow, whether the answer states one no trim can fix (``detect_unfixable``)
     and, for an error answer neither, whether its words suspect one (``detect_suspect``).
 
-    ``patterns`` are the upstream's own overflow wordings (``overflow_patterns``)."""
+    ``patterns`` are the upstream's own overflow wordings (``overflow_patterns``).
+    ``uncapped``: a chat request that set no output limit, whose answer stopped at
+    "length" before producing anything states an overflow (``detect_unspent_stop``)."""
     encoding = resp.headers.get("Content-Encoding", "")
     ctype = resp.headers.get("Content-Type", "").lower()
     if resp.status >= 400:
@@ -98,14 +103,14 @@ async def sniff_overflow(codec: Codec, resp: up.Answer, patterns: Patterns = ())
     if encoding or not 200 <= resp.status < 300:  # (NovelAI answers its errors with 201)
         return Attempt(resp, b"", None)
     if "text/event-stream" in ctype:
-        return await _sniff_stream(codec, resp, patterns)
+        return await _sniff_stream(codec, resp, patterns, uncapped=uncapped)
     if "json" in ctype:
         head, complete = await up.read_head(resp, 0)  # the first chunk
         if not complete and _may_be_error(head, _length(resp)):
             rest, complete = await up.read_head(resp, ERROR_BODY_LIMIT)
             head += rest
-        if complete and may_state_error(head):
-            return _judge(codec, resp, head, head, patterns, suspect=False)
+        if complete and may_state_error(head):  # ("finish_reason": "length" counts)
+            return _judge(codec, resp, head, head, patterns, suspect=False, uncapped=uncapped)
         return Attempt(resp, head, None)
     if ctype.startswith(_UNTYPED) or not ctype:
         # an event stream sent as another type, its first event an error (a serverless
@@ -120,7 +125,7 @@ async def sniff_overflow(codec: Codec, resp: up.Answer, patterns: Patterns = ())
             return Attempt(resp, b"", None)
         if _SSE_START.match(head) is None or b"error" not in head:
             return Attempt(resp, head, None)
-        return await _sniff_stream(codec, resp, patterns, head)
+        return await _sniff_stream(codec, resp, patterns, head, uncapped=uncapped)
     return Attempt(resp, b"", None)
 
 
@@ -129,12 +134,22 @@ _SSE_START = re.compile(rb"\s*(?:data|event)[ \t]*:")
 
 
 def _judge(
-    codec: Codec, resp: up.Answer, head: bytes, body: bytes, patterns: Patterns, *, suspect: bool
+    codec: Codec,
+    resp: up.Answer,
+    head: bytes,
+    body: bytes,
+    patterns: Patterns,
+    *,
+    suspect: bool,
+    uncapped: bool = False,
 ) -> Attempt:
     """The attempt a whole body makes: its overflow, whether it is unfixable and (when
-    ``suspect``) whether its words suspect one. A bug in reading it lets it through."""
+    ``suspect``) whether its words suspect one; ``uncapped`` as for ``sniff_overflow``.
+    A bug in reading it lets it through."""
     try:
         found = codec.detect_overflow(resp.status, body, patterns)
+        if found is None and uncapped and resp.status == 200:
+            found = detect_unspent_stop(body)
         attempt = Attempt(
             resp, head, found, unfixable=found is None and detect_unfixable(resp.status, body)
         )
@@ -179,19 +194,19 @@ def _may_be_error(first: bytes, length: int | None) -> bool:
 
 
 async def _sniff_stream(
-    codec: Codec, resp: up.Answer, patterns: Patterns, first: bytes = b""
+    codec: Codec, resp: up.Answer, patterns: Patterns, first: bytes = b"", *, uncapped: bool
 ) -> Attempt:
     """Hold a 200 stream's events until the first one with output (a role-only opener,
     lifecycle events and comments are held with it), checking each complete event for an
     overflow; past ``STREAM_HOLD_LIMIT`` bytes or ``STREAM_HOLD_SECONDS`` without output,
     the stream is relayed. A stream that ends within the hold holding only text, no SSE
     line, is read as an error written raw into it (``detect_bare_stream_overflow``).
-    ``first``: what was read of it already."""
+    ``first``: what was read of it already; ``uncapped`` as for ``sniff_overflow``."""
     buf = bytearray(first)
     hold = asyncio.timeout(STREAM_HOLD_SECONDS)  # one timer for the whole hold
     try:
         async with hold:
-            head, found, unfixable = await _hold_stream(codec, resp, patterns, buf)
+            head, found, unfixable = await _hold_stream(codec, resp, patterns, buf, uncapped)
     except TimeoutError:
         if not hold.expired():
             raise  # the upstream's own read timeout
@@ -205,7 +220,7 @@ async def _sniff_stream(
 
 
 async def _hold_stream(
-    codec: Codec, resp: up.Answer, patterns: Patterns, buf: bytearray
+    codec: Codec, resp: up.Answer, patterns: Patterns, buf: bytearray, uncapped: bool
 ) -> tuple[bytes, Overflow | None, bool]:
     scanned = search = 0  # the start of the first event not yet judged; where to look
     held = ""  # the kind of a reply in an overflow's words held (once a stream), if any
@@ -220,6 +235,8 @@ async def _hold_stream(
                 return bytes(buf), found, False
             if _unfixable_event(block):
                 return bytes(buf), None, True
+            if uncapped and not held and (found := detect_unspent_stop(block)) is not None:
+                return bytes(buf), found, False
             said = stream_event_output(block, held=held)
             if said == OUTPUT:
                 return bytes(buf), None, False
