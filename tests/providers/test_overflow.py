@@ -1674,6 +1674,26 @@ def test_the_status_an_sdk_exception_names_stands_for_the_wrappers() -> None:
     assert detect_overflow(400, orjson.dumps(own), wire_format="openai") is None
 
 
+def test_an_sdk_exception_a_relay_kept_under_its_own_key_is_read() -> None:
+    # Sunbird AI's 502 keeps the openai SDK's exception beside a message of its own
+    said = "Error code: 400 - " + str({"object": "error", "message": _OPENAI_SAID})
+    detail = {"service": "Sunflower Inference Service", "original_error": said}
+    body: dict[str, Any] = {
+        "error_code": "EXTERNAL_SERVICE_ERROR",
+        "message": "An unexpected error occurred during inference. Please try again.",
+        "details": [detail],
+    }
+    read = detect_overflow(502, orjson.dumps(body), wire_format="openai")
+    assert read == Overflow(130512, 128000, whole=True)
+    # ... not where the key may echo the request, nor an exception it names another status
+    echoed = {**detail, "original_input": said}
+    del echoed["original_error"]
+    limited = {**detail, "original_error": said.replace("400", "429", 1)}
+    for kept in (echoed, limited):
+        doc = {**body, "details": [kept]}
+        assert detect_overflow(502, orjson.dumps(doc), wire_format="openai") is None, kept
+
+
 def test_a_prompt_and_max_new_tokens_in_parentheses_are_itemised() -> None:
     # paladin8's infer: "prompt (P tokens) + max_new_tokens (C) exceeds max_seq_len (L)"
     def read(prompt: int, output: int) -> tuple[Overflow | None, bool]:
