@@ -1694,6 +1694,31 @@ def test_an_sdk_exception_a_relay_kept_under_its_own_key_is_read() -> None:
         assert detect_overflow(502, orjson.dumps(doc), wire_format="openai") is None, kept
 
 
+def test_a_payload_measured_in_tokens_is_the_prompt() -> None:
+    # herrbasan's LLM-Gateway checks the prompt against what its window leaves available
+    for said, counts in (
+        ("[ModelRouter] Payload too large: 9702 tokens exceeds available 5530", (9702, 5530)),
+        (
+            "[Context Strategy] 413 Payload Too Large: System prompt alone exceeds available"
+            " tokens (6120 > 5530).",
+            (6120, 5530),
+        ),
+    ):
+        body = _error_body(said)
+        assert detect_overflow(413, body, wire_format="openai") == Overflow(*counts), said
+        assert detect_stream_overflow(b"data: " + body + b"\n\n", wire_format="openai")
+    # a payload in bytes stays a body-size limit, and what is available beside no count of
+    # tokens is no window (a balance, credits, cache blocks)
+    for said in (
+        "Payload too large: 9 MB exceeds the 8 MB limit",
+        "Payload too large (12 MB); the request has 9702 tokens",
+        "Requested 9702 tokens exceeds available balance of 5530 tokens",
+        "Request of 9702 tokens exceeds available credits (5530)",
+        "9702 tokens exceeds available KV cache blocks (5530)",
+    ):
+        assert detect_overflow(400, _error_body(said), wire_format="openai") is None, said
+
+
 def test_a_prompt_and_max_new_tokens_in_parentheses_are_itemised() -> None:
     # paladin8's infer: "prompt (P tokens) + max_new_tokens (C) exceeds max_seq_len (L)"
     def read(prompt: int, output: int) -> tuple[Overflow | None, bool]:

@@ -870,6 +870,8 @@ _GEN_SUBJECT_RE: Final = _p(
 )
 _GEN_LIMIT_RE: Final = _p(
     r"\b(?:max|maximum|limit|length|window|size|allowed|permitted|capacity|supports?)\b"
+    # "Payload too large: 9702 tokens exceeds available 5530" (herrbasan's LLM-Gateway)
+    r"|\bexceeds? (?:the )?available (?:\d|tokens\b)"
     r"|\bat most\b|\bcan (?:handle|process|accept|take)\b"
     r"|\bmax_(?:input|prompt|context|model)"
     r"|\b(?:cannot|can't|must not|may not) exceed \d"  # "... cannot exceed 2048 - received N"
@@ -1105,7 +1107,11 @@ _GEN_SHAPE_EXCLUDE: Final = (
     # input:(1080,2376)": ModelScope's screenshot limit), not a model's "8x7b" nor a
     # product spaced as arithmetic ("32 x 1024")
     r"|\b\d{2,}[x\u00d7]\d{2,}\b|\bpixels?\b"
-    r"|payload|request body|body size|string too long|expected a string|array too long"
+    # (a payload measured in tokens is the prompt: "Payload too large: 9702 tokens exceeds
+    # available 5530", "Payload Too Large: System prompt alone exceeds available tokens
+    # (6120 > 5530)", herrbasan's LLM-Gateway)
+    r"|payload(?![^.;]{0,60}?(?:\d tokens\b|\btokens \(\d))"
+    r"|request body|body size|string too long|expected a string|array too long"
     # (a tool's input counted in the prompt is not a tool limit: "3555 of tool input"; a
     # count of elements: "'input' array is too large, must be less than 2048 elements",
     # "`input` array length 300 exceeds the per-request cap of 256")
