@@ -32,6 +32,7 @@ from trimgate.providers.overflow import (
     detect_unfixable,
     detect_unspent_stop,
     stream_event_has_output,
+    unspent_usage,
 )
 from trimgate.providers.registry import FORMATS
 
@@ -533,6 +534,8 @@ def test_an_answer_stopped_at_length_before_any_output_is_an_unspent_stop() -> N
         {**choice, "delta": {"tool_calls": [{"index": 0, "id": "t"}]}},
         {**choice, "text": "partial"},
         {**choice, "finish_reason": "stop"},
+        # a field no reader knows, holding something, is output too
+        {**choice, "delta": {"role": "assistant", "reasoning_details": [{"type": "x"}]}},
     ):
         assert detect_unspent_stop(_sse({**stop, "choices": [said]})) is None, said
     docs = (
@@ -550,6 +553,16 @@ def test_an_answer_stopped_at_length_before_any_output_is_an_unspent_stop() -> N
     # LMDeploy's interactive session counts the history it keeps: not the request's
     kept = {"prompt_tokens": 23, "total_tokens": 8223, "completion_tokens": 0}
     assert detect_unspent_stop(orjson.dumps({**whole, "usage": kept})) is None
+    # a stream's usage, in a chunk of its own after the stop (OpenAI's) or Groq's x_groq
+    counted = {"prompt_tokens": 4000, "completion_tokens": 512, "total_tokens": 4512}
+    for doc, said_usage in (
+        ({"choices": [], "usage": counted}, False),
+        ({"choices": [], "usage": {**counted, "completion_tokens": 0, "total_tokens": 4000}}, True),
+        ({"choices": [], "x_groq": {"usage": counted}}, False),
+        ({**stop, "usage": None}, None),
+    ):
+        assert unspent_usage(_sse(doc)) is said_usage, doc
+    assert unspent_usage(b"data: [DONE]\n\n") is None and unspent_usage(b"") is None
 
 
 def test_a_reply_that_is_the_sdks_exception_is_read_as_the_error_it_relays() -> None:
@@ -1715,6 +1728,8 @@ def test_a_payload_measured_in_tokens_is_the_prompt() -> None:
         "Requested 9702 tokens exceeds available balance of 5530 tokens",
         "Request of 9702 tokens exceeds available credits (5530)",
         "9702 tokens exceeds available KV cache blocks (5530)",
+        "This request (9702 tokens) exceeds available tokens in your plan (5530)",
+        "Requested 9702 tokens exceeds available 5530 tokens of your subscription",
     ):
         assert detect_overflow(400, _error_body(said), wire_format="openai") is None, said
 
@@ -3812,11 +3827,13 @@ def _unspent_stop(entry: dict[str, Any]) -> bool:
     body = entry["body"].encode()
     if not entry["stream"]:
         return entry["status"] == 200 and detect_unspent_stop(body) is not None
-    for event in body.replace(b"\r\n", b"\n").split(b"\n\n"):
+    events = body.replace(b"\r\n", b"\n").split(b"\n\n")
+    for i, event in enumerate(events):
         if detect_stream_event_overflow(event, output_started=False, wire_format="openai"):
             return False
         if detect_unspent_stop(event) is not None:
-            return True
+            after = events[i + 1] if i + 1 < len(events) else b""
+            return unspent_usage(event) is not None or unspent_usage(after) is not False
         if stream_event_has_output(event):
             return False
     return False

@@ -661,15 +661,16 @@ def _unspent(stream: bool) -> tuple[Reply, Reply]:
 
 
 @pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("unset", [{}, {"max_tokens": None}], ids=["absent", "null"])
 async def test_an_unlimited_answer_stopped_before_any_output_is_retried(
-    make_stack: MakeStack, stream: bool
+    make_stack: MakeStack, stream: bool, unset: dict[str, Any]
 ) -> None:
     # no output limit in the request: only the window stops an answer before its first
     # token, so the retry sends fewer turns
     first, answer = _unspent(stream)
     fake = FakeProvider().then(first, answer)
     stack = await make_stack(fake)
-    body = openai_chat(8, model="gpt-4o", stream=stream)
+    body = openai_chat(8, model="gpt-4o", stream=stream, **unset)
     resp = await stack.client.post("/v1/chat/completions", json=body)
     assert resp.status == 200 and len(fake.requests) == 2
     assert resp.headers["x-trimgate-reason"] == "reactive"
@@ -678,15 +679,26 @@ async def test_an_unlimited_answer_stopped_before_any_output_is_retried(
 
 
 @pytest.mark.parametrize("stream", [False, True])
-@pytest.mark.parametrize("limit", ["max_tokens", "max_completion_tokens"])
+@pytest.mark.parametrize(
+    "limit",
+    [
+        {"max_tokens": 64},
+        {"max_completion_tokens": 64},
+        {"max_tokens": 64.0},  # a float or a string, as pydantic servers take them
+        {"max_tokens": "64"},
+        {"n_predict": 64},  # llama.cpp's own name
+        {"max_new_tokens": 64},
+    ],
+    ids=["max_tokens", "max_completion_tokens", "float", "string", "n_predict", "new_tokens"],
+)
 async def test_a_limited_answer_stopped_before_any_output_is_the_answer(
-    make_stack: MakeStack, stream: bool, limit: str
+    make_stack: MakeStack, stream: bool, limit: dict[str, Any]
 ) -> None:
     # with an output limit, a model whose hidden reasoning spent it answers the same
     first, _ = _unspent(stream)
     fake = FakeProvider().then(first)
     stack = await make_stack(fake)
-    body = openai_chat(8, model="gpt-4o", stream=stream, **{limit: 64})
+    body = openai_chat(8, model="gpt-4o", stream=stream, **limit)
     resp = await stack.client.post("/v1/chat/completions", json=body)
     assert resp.status == 200 and len(fake.requests) == 1
     assert resp.headers["x-trimgate-retries"] == "0"
@@ -696,11 +708,17 @@ async def test_a_limited_answer_stopped_before_any_output_is_the_answer(
 async def test_an_unlimited_answer_stopped_after_output_is_the_answer(
     make_stack: MakeStack,
 ) -> None:
-    # text first, or an output the usage counts (hidden reasoning): the answer as it came
+    # text first, a reply held for its words, or an output the usage counts (hidden
+    # reasoning), on the stop or in OpenAI's usage chunk after it: the answer as it came
     counted = {"prompt_tokens": 4000, "completion_tokens": 300, "total_tokens": 4300}
+    stop = {"choices": [_LENGTH_STOP]}
+    done = b"data: [DONE]\n\n"
     for frames in (
-        [*sse_data(ROLE, text("partial"), {"choices": [_LENGTH_STOP]}), b"data: [DONE]\n\n"],
-        [*sse_data(ROLE, {"choices": [_LENGTH_STOP], "usage": counted}), b"data: [DONE]\n\n"],
+        [*sse_data(ROLE, text("partial"), stop), done],
+        [*sse_data(ROLE, text(LLAMA_CPP_REFUSAL), stop), done],
+        [*sse_data(ROLE, {**stop, "usage": counted}), done],
+        [*sse_data(ROLE, {**stop, "usage": None}, {"choices": [], "usage": counted}), done],
+        [*sse_data(ROLE, stop, {"choices": [], "x_groq": {"usage": counted}}), done],
     ):
         fake = FakeProvider().then(Reply(events=frames, event_delay=0.001))
         stack = await make_stack(fake)
@@ -708,6 +726,52 @@ async def test_an_unlimited_answer_stopped_after_output_is_the_answer(
             "/v1/chat/completions", json=openai_chat(8, model="gpt-4o", stream=True)
         )
         assert await resp.read() == b"".join(frames) and len(fake.requests) == 1
+
+
+@pytest.mark.parametrize(
+    "frames",
+    [
+        # OpenAI's usage chunk after the stop, counting nothing past the prompt
+        [
+            *sse_data(ROLE, {"choices": [_LENGTH_STOP], "usage": None}),
+            *sse_data({"choices": [], "usage": {"prompt_tokens": 9000, "completion_tokens": 0}}),
+            b"data: [DONE]\n\n",
+        ],
+        # the stop as the stream's last bytes, with no blank line after it
+        [*sse_data(ROLE), b"data: " + orjson.dumps({"choices": [_LENGTH_STOP]})],
+    ],
+    ids=["usage-chunk", "no-blank-line"],
+)
+async def test_an_unlimited_stop_is_read_however_the_stream_ends(
+    make_stack: MakeStack, frames: list[bytes]
+) -> None:
+    await _retried_stream(make_stack, frames)
+
+
+async def test_only_the_first_answer_stopped_before_output_is_read(
+    make_stack: MakeStack,
+) -> None:
+    # a gateway that caps the output itself, beside a model that reasons unseen, answers
+    # every attempt so: one retry, whose answer goes back as it came
+    first, _ = _unspent(True)
+    again, _ = _unspent(True)
+    fake = FakeProvider().then(first, again)
+    stack = await make_stack(fake)
+    body = openai_chat(8, model="gpt-4o", stream=True)
+    resp = await stack.client.post("/v1/chat/completions", json=body)
+    assert await resp.read() == b"".join(again.events or [])
+    assert len(fake.requests) == 2 and resp.headers["x-trimgate-retries"] == "1"
+
+
+async def test_an_unlimited_stop_under_another_success_status_is_the_answer(
+    make_stack: MakeStack,
+) -> None:
+    whole, _ = _unspent(False)
+    fake = FakeProvider().then(json_reply(whole.data, status=201))
+    stack = await make_stack(fake)
+    resp = await stack.client.post("/v1/chat/completions", json=openai_chat(8, model="gpt-4o"))
+    assert resp.status == 201 and len(fake.requests) == 1
+    assert await resp.json() == whole.data
 
 
 @pytest.mark.parametrize(

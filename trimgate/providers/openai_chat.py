@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import orjson
 
@@ -93,6 +93,18 @@ _MISSING: Any = object()  # a dict.get default no JSON value can be
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+# Output limits by every name OpenAI-compatible servers honour: set to anything (a number,
+# a string, a float), the request is not ``uncapped``
+_OUTPUT_LIMIT_KEYS: Final = (
+    "max_tokens",
+    "max_completion_tokens",
+    "max_output_tokens",
+    "max_new_tokens",
+    "n_predict",
+    "max_length",
+)
 
 
 class OpenAIChatCodec(CodecBase):
@@ -386,6 +398,7 @@ class OpenAIChatCodec(CodecBase):
             output_limit=max_completion if _is_int(max_completion) else None,
             stream=body.get("stream") is True,
             hoistable=True,
+            uncapped=all(body.get(key) is None for key in _OUTPUT_LIMIT_KEYS),
         )
 
     def encode(self, decoded: Decoded, plan: TrimPlan, *, breadcrumb: str) -> dict[str, Any]:

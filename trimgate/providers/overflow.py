@@ -748,23 +748,13 @@ def detect_unspent_stop(data: bytes) -> Overflow | None:
     an old vLLM behind xinference) answer a prompt that fills the window so, as a whole
     completion or a stream's finishing chunk, most with no usage; for a request with a
     small ``max_tokens`` a model whose hidden reasoning spent it looks the same, so the
-    body alone never tells it. ``data``: one SSE event block, or a whole completion.
-    Its only choice finished "length" with no text, reasoning, tool call, refusal or
-    audio, and a usage, if any, counts no output token and nothing beyond the prompt."""
+    body alone never tells it. ``data``: one SSE event block, or a whole completion. Its
+    only choice finished "length" with nothing but a role in its message or delta (any
+    other field that holds something, known or not, is output), and its usage, if any,
+    counts no output token and nothing beyond the prompt (``unspent_usage``)."""
     if not data or len(data) > MAX_BYTES or b'"length"' not in data:
         return None
-    head = data[:64].lstrip()
-    if _sse_head(head):
-        if b"\r" in data:
-            data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        parsed = _parse_event(data.strip(b"\n"))
-        if parsed is None or parsed[1] is None:
-            return None
-        data = parsed[1]
-    try:
-        doc = orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return None
+    doc = _event_doc(data)
     if not isinstance(doc, dict) or "error" in doc:
         return None
     choices = doc.get("choices")
@@ -775,18 +765,48 @@ def detect_unspent_stop(data: bytes) -> Overflow | None:
         return None
     said = choice.get("delta", choice.get("message", {}))
     if not isinstance(said, dict) or any(
-        said.get(key) not in (None, "", [], {}) for key in _DELTA_OUTPUT_KEYS
+        value not in (None, "", [], {}) for key, value in said.items() if key != "role"
     ):
         return None
+    return Overflow(None, None) if _usage_unspent(doc) is not False else None
+
+
+def unspent_usage(data: bytes) -> bool | None:
+    """What the usage of one SSE event block or whole answer says of its output: True
+    when it counts no output token and nothing beyond the prompt, False when it counts
+    more (hidden reasoning counted, or LMDeploy's interactive session counting the
+    history it keeps itself, which no trim of the request shortens), None when the event
+    states no usage: OpenAI's, and its relays', comes in a chunk of its own after the one
+    that finishes (Groq's under ``x_groq``)."""
+    doc = _event_doc(data) if data and len(data) <= MAX_BYTES else None
+    return _usage_unspent(doc) if isinstance(doc, dict) else None
+
+
+def _usage_unspent(doc: dict[str, Any]) -> bool | None:
     usage = doc.get("usage")
+    if usage is None and isinstance(doc.get("x_groq"), dict):
+        usage = doc["x_groq"].get("usage")
     if usage is None:
-        return Overflow(None, None)
-    if not isinstance(usage, dict) or not _is_zero(usage.get("completion_tokens")):
         return None
-    # nothing counted beyond the prompt sent (LMDeploy's interactive session counts the
-    # history it keeps itself: no trim of the request shortens that)
+    if not isinstance(usage, dict) or not _is_zero(usage.get("completion_tokens")):
+        return False
     prompt = usage.get("prompt_tokens")
-    return Overflow(None, None) if usage.get("total_tokens", prompt) == prompt else None
+    return usage.get("total_tokens", prompt) == prompt
+
+
+def _event_doc(data: bytes) -> Any:
+    """The JSON an SSE event block's data holds, or a whole body's; None for neither."""
+    if _sse_head(data[:64].lstrip()):
+        if b"\r" in data:
+            data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        parsed = _parse_event(data.strip(b"\n"))
+        if parsed is None or parsed[1] is None:
+            return None
+        data = parsed[1]
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None
 
 
 def stream_event_has_output(event: bytes) -> bool:

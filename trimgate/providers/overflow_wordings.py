@@ -870,8 +870,10 @@ _GEN_SUBJECT_RE: Final = _p(
 )
 _GEN_LIMIT_RE: Final = _p(
     r"\b(?:max|maximum|limit|length|window|size|allowed|permitted|capacity|supports?)\b"
-    # "Payload too large: 9702 tokens exceeds available 5530" (herrbasan's LLM-Gateway)
+    # "Payload too large: 9702 tokens exceeds available 5530" (herrbasan's LLM-Gateway),
+    # not what a plan, a balance or credits leave available
     r"|\bexceeds? (?:the )?available (?:\d|tokens\b)"
+    r"(?![^.;]*\b(?:plan|tier|subscription|quota|balance|credits?|account|remaining)\b)"
     r"|\bat most\b|\bcan (?:handle|process|accept|take)\b"
     r"|\bmax_(?:input|prompt|context|model)"
     r"|\b(?:cannot|can't|must not|may not) exceed \d"  # "... cannot exceed 2048 - received N"

@@ -132,8 +132,11 @@ class Chat:
     # count_tokens answered for the client's body: the estimate of the body trimgate
     # would have forwarded (the x-trimgate-tokens-after header); None otherwise
     counted_after: int | None = None
-    # A Chat Completions request that set no output limit: an answer stopped at "length"
-    # before producing anything was stopped by the window (``detect_unspent_stop``)
+    # A Chat Completions request that set no output limit: its first answer, stopped at
+    # "length" before producing anything, was stopped by the window (``detect_unspent_stop``).
+    # Cleared once that answer is read: a retry that stops so again goes back as it came,
+    # so a gateway that caps the output itself (beside a model that reasons unseen) costs
+    # one more call at most
     uncapped: bool = False
 
     def replan(self, policy: Policy, max_body: int) -> tuple[TrimReport, bytes]:
@@ -234,7 +237,7 @@ class Examiner:
             tool_texts=self.caps,
             window_unknown=window is None,
             counted_after=counted_after,
-            uncapped=decoded.output_limit is None and codec.wire_format == "openai",
+            uncapped=decoded.uncapped,
         )
         return chat, skipped
 

@@ -38,6 +38,7 @@ from trimgate.providers.overflow import (
     may_state_error,
     states_envelope_error,
     stream_event_output,
+    unspent_usage,
 )
 from trimgate.proxy import upstream as up
 from trimgate.proxy.examine import decompress
@@ -224,10 +225,13 @@ async def _hold_stream(
 ) -> tuple[bytes, Overflow | None, bool]:
     scanned = search = 0  # the start of the first event not yet judged; where to look
     held = ""  # the kind of a reply in an overflow's words held (once a stream), if any
+    unspent: Overflow | None = None  # a stop before any output whose usage is yet unsaid
     while True:
         while (end := _event_end(buf, search)) is not None:
             block = bytes(buf[scanned : end[0]])
             scanned = search = end[1]
+            if unspent is not None:  # the next event, OpenAI's usage chunk if any, decides
+                return bytes(buf), None if unspent_usage(block) is False else unspent, False
             found = codec.detect_stream_event_overflow(
                 block, output_started=False, patterns=patterns
             )
@@ -236,7 +240,10 @@ async def _hold_stream(
             if _unfixable_event(block):
                 return bytes(buf), None, True
             if uncapped and not held and (found := detect_unspent_stop(block)) is not None:
-                return bytes(buf), found, False
+                if unspent_usage(block) is not None:
+                    return bytes(buf), found, False
+                unspent = found
+                continue
             said = stream_event_output(block, held=held)
             if said == OUTPUT:
                 return bytes(buf), None, False
@@ -249,12 +256,16 @@ async def _hold_stream(
         chunk = await resp.readany()
         if not chunk:  # the stream ended before any output
             tail = bytes(buf[scanned:])  # a last event without its blank line
+            if unspent is not None:
+                return bytes(buf), None if unspent_usage(tail) is False else unspent, False
             found, unfixable = None, False
             if tail.strip():
                 found = codec.detect_stream_event_overflow(
                     tail, output_started=False, patterns=patterns
                 )
                 unfixable = found is None and _unfixable_event(tail)
+                if found is None and not unfixable and uncapped and not held:
+                    found = detect_unspent_stop(tail)
             if found is None and not unfixable:  # bare text: an error written raw into it
                 found = codec.detect_bare_stream_overflow(bytes(buf), patterns)
             return bytes(buf), found, unfixable
