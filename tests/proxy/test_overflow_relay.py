@@ -688,8 +688,19 @@ async def test_an_unlimited_answer_stopped_before_any_output_is_retried(
         {"max_tokens": "64"},
         {"n_predict": 64},  # llama.cpp's own name
         {"max_new_tokens": 64},
+        {"max_output_tokens": 64},
+        {"max_length": 64},
     ],
-    ids=["max_tokens", "max_completion_tokens", "float", "string", "n_predict", "new_tokens"],
+    ids=[
+        "max_tokens",
+        "max_completion_tokens",
+        "float",
+        "string",
+        "n_predict",
+        "new_tokens",
+        "output_tokens",
+        "max_length",
+    ],
 )
 async def test_a_limited_answer_stopped_before_any_output_is_the_answer(
     make_stack: MakeStack, stream: bool, limit: dict[str, Any]
@@ -719,6 +730,11 @@ async def test_an_unlimited_answer_stopped_after_output_is_the_answer(
         [*sse_data(ROLE, {**stop, "usage": counted}), done],
         [*sse_data(ROLE, {**stop, "usage": None}, {"choices": [], "usage": counted}), done],
         [*sse_data(ROLE, stop, {"choices": [], "x_groq": {"usage": counted}}), done],
+        # a comment between the stop and its usage; the usage as the last bytes, no blank line
+        [*sse_data(ROLE, stop), b": keep-alive\n\n", *sse_data({"choices": [], "usage": counted})],
+        [*sse_data(ROLE, stop), b"data: " + orjson.dumps({"choices": [], "usage": counted})],
+        # another choice's output after the first one's stop (n=2)
+        [*sse_data(ROLE, stop, {"choices": [{"index": 1, "delta": {"content": "hi"}}]}), done],
     ):
         fake = FakeProvider().then(Reply(events=frames, event_delay=0.001))
         stack = await make_stack(fake)
@@ -739,8 +755,10 @@ async def test_an_unlimited_answer_stopped_after_output_is_the_answer(
         ],
         # the stop as the stream's last bytes, with no blank line after it
         [*sse_data(ROLE), b"data: " + orjson.dumps({"choices": [_LENGTH_STOP]})],
+        # an error after the stop is read for itself (its counts aim the retry)
+        [*sse_data(ROLE, {"choices": [_LENGTH_STOP]}, ERROR_EVENT), b"data: [DONE]\n\n"],
     ],
-    ids=["usage-chunk", "no-blank-line"],
+    ids=["usage-chunk", "no-blank-line", "error-after"],
 )
 async def test_an_unlimited_stop_is_read_however_the_stream_ends(
     make_stack: MakeStack, frames: list[bytes]

@@ -230,8 +230,11 @@ async def _hold_stream(
         while (end := _event_end(buf, search)) is not None:
             block = bytes(buf[scanned : end[0]])
             scanned = search = end[1]
-            if unspent is not None:  # the next event, OpenAI's usage chunk if any, decides
-                return bytes(buf), None if unspent_usage(block) is False else unspent, False
+            if unspent is not None:  # a stop that stated no usage: what follows decides
+                settled = _after_unspent(codec, block, patterns, unspent)
+                if settled is None:
+                    continue
+                return bytes(buf), *settled
             found = codec.detect_stream_event_overflow(
                 block, output_started=False, patterns=patterns
             )
@@ -252,12 +255,13 @@ async def _hold_stream(
             if said in HELD_REPLIES:
                 held = said
         if len(buf) > STREAM_HOLD_LIMIT:
-            return bytes(buf), None, False
+            return bytes(buf), unspent, False
         chunk = await resp.readany()
         if not chunk:  # the stream ended before any output
             tail = bytes(buf[scanned:])  # a last event without its blank line
             if unspent is not None:
-                return bytes(buf), None if unspent_usage(tail) is False else unspent, False
+                settled = _after_unspent(codec, tail, patterns, unspent) if tail.strip() else None
+                return (bytes(buf), *settled) if settled else (bytes(buf), unspent, False)
             found, unfixable = None, False
             if tail.strip():
                 found = codec.detect_stream_event_overflow(
@@ -271,6 +275,30 @@ async def _hold_stream(
             return bytes(buf), found, unfixable
         search = max(scanned, len(buf) - 3)
         buf += chunk
+
+
+def _after_unspent(
+    codec: Codec, block: bytes, patterns: Patterns, unspent: Overflow
+) -> tuple[Overflow | None, bool] | None:
+    """What an event after a stop before any output that stated no usage makes of it
+    (the overflow and whether it is unfixable), or None to wait for the next: an error
+    is read for itself; a usage (OpenAI's chunk after the stop) that counts output, or
+    another choice's output, makes it a normal answer; a usage that counts none, or the
+    stream's end, leaves the stop an overflow; a comment or an empty event waits."""
+    found = codec.detect_stream_event_overflow(block, output_started=False, patterns=patterns)
+    if found is not None:
+        return found, False
+    if _unfixable_event(block):
+        return None, True
+    counted = unspent_usage(block)
+    if counted is not None:
+        return (unspent if counted else None), False
+    if _DONE_RE.fullmatch(block) is not None:
+        return unspent, False
+    return (None, False) if stream_event_output(block) == OUTPUT else None
+
+
+_DONE_RE = re.compile(rb"\s*data:[ \t]*\[DONE\]\s*")
 
 
 def _unfixable_event(block: bytes) -> bool:
