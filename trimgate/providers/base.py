@@ -73,7 +73,7 @@ class Decoded:
     # ``context_management``, Responses ``truncation: "auto"``)
     provider_managed: bool = False
     # A Chat Completions request that sets no output limit under any name a server honours
-    # (``detect_unspent_stop``); formats that always carry one leave it False
+    # (``detect_unspent_stop``); the other formats' codecs leave it False
     uncapped: bool = False
 
 
