@@ -1734,6 +1734,22 @@ def test_a_payload_measured_in_tokens_is_the_prompt() -> None:
         assert detect_overflow(400, _error_body(said), wire_format="openai") is None, said
 
 
+def test_what_a_plan_or_an_account_allows_is_no_overflow() -> None:
+    # a plan's or a tier's cap on a request, or an account's balance, whatever the counts
+    for said in (
+        "This request (9702 tokens) exceeds the limit in your plan (5530)",
+        "Your prompt of 9702 tokens exceeds the maximum for the free tier (5530)",
+        "Prompt too long for your subscription: 9702 tokens > 5530",
+        "Request of 9702 tokens exceeds your balance of 5530 tokens",
+    ):
+        body = _error_body(said)
+        assert detect_overflow(400, body, wire_format="openai") is None, said
+        assert detect_suspect(400, body, plain=True) is None, said
+    # ... while a window's own words, and a load balancer's name, still read
+    window = "prompt is too long: 9702 tokens > 5530 maximum (load balancer: eu-1)"
+    assert detect_overflow(400, _error_body(window), wire_format="openai") is not None
+
+
 def test_a_prompt_and_max_new_tokens_in_parentheses_are_itemised() -> None:
     # paladin8's infer: "prompt (P tokens) + max_new_tokens (C) exceeds max_seq_len (L)"
     def read(prompt: int, output: int) -> tuple[Overflow | None, bool]:

@@ -1187,6 +1187,14 @@ _NEVER_WORDS: Final = (
     "afford",
     "more credits",
     "monthly limit",
+    # what a plan, a tier or an account allows ("exceeds the limit in your plan"), not what
+    # a window holds: no overflow the corpus or the held-out set keeps says these
+    "your plan",
+    "your subscription",
+    "your balance",
+    "account balance",
+    "free tier",
+    "current tier",
     "settings/keys",
     "settings/credits",
     "upgrade to",
