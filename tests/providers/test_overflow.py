@@ -4090,6 +4090,8 @@ _LEFT_MISSES: Final = {
     "hb620-laisky-oneapi-hydrated-transcript-bytes": "a stored history the request does not carry",
     # a Claude-Code proxy's "prompt is too long: 0 tokens > 0 maximum" (no usage upstream)
     "hb621-ccm-codex-overflow-no-usage-zero-counts": "counts of 0 > 0: a suspect, probed",
+    # llm-interactive-proxy's "All weighted branches exceeded max_context constraints"
+    "hb624-lip-gemini-routing-all-branches-max-context": "a 503",
 }
 
 
@@ -4198,6 +4200,14 @@ _UNREAD: Final = frozenset(
         # Kimi's "Your request exceeded model token limit: 131072": a lone count after
         # "limit", relayed in a gateway's text, is not read as the window
         "hb619-llmgw-kimi-upstream-token-limit-wrapped",
+        # llm-interactive-proxy's details: "limit" and "measured" are read as no counts;
+        # input_tokens beside context_window is read with the window whole (the retry
+        # takes the request's max_tokens, or the model's own output, out of it)
+        "hb624-lip-gemini-frontend-input-limit",
+        "hb624-lip-anthropic-frontend-input-limit",
+        "hb624-lip-gemini-frontend-input-plus-max-tokens",
+        "hb624-lip-openai-frontend-input-plus-max-tokens",
+        "hb624-lip-anthropic-frontend-model-capacity",
     }
 )
 
@@ -4458,8 +4468,8 @@ def test_the_generic_readers_alone_read_no_look_alike(monkeypatch: pytest.Monkey
     overflows = sum(1 for entry in [*CORPUS, *heldout] if entry["overflow"])
     # 1,099 of 1,168 when this was written; 3,077 of 3,336 after batch 413, 3,568 of 3,894
     # (91.6%) after batch 498, 3,822 of 4,172 (91.6%) after batch 540 and 4,167 of 4,530
-    # (92.0%) after batch 569, 4,496 of 4,881 (92.1%) after batch 602 and 4,671 of 5,073
-    # (92.1%) after batch 621, whose collectors went after servers' own wordings
+    # (92.0%) after batch 569, 4,496 of 4,881 (92.1%) after batch 602 and 4,696 of 5,099
+    # (92.1%) after batch 624, whose collectors went after servers' own wordings
     # (release by release, server by server), which only a listing reads: the floor
     # guards the generic readers against narrowing, not the data's mix against drifting
     assert len(read[True]) >= 0.91 * overflows
