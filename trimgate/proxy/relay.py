@@ -230,11 +230,6 @@ async def _hold_stream(
         while (end := _event_end(buf, search)) is not None:
             block = bytes(buf[scanned : end[0]])
             scanned = search = end[1]
-            if unspent is not None:  # a stop that stated no usage: what follows decides
-                settled = _after_unspent(codec, block, patterns, unspent)
-                if settled is None:
-                    continue
-                return bytes(buf), *settled
             found = codec.detect_stream_event_overflow(
                 block, output_started=False, patterns=patterns
             )
@@ -242,6 +237,10 @@ async def _hold_stream(
                 return bytes(buf), found, False
             if _unfixable_event(block):
                 return bytes(buf), None, True
+            if unspent is not None:  # a stop that stated no usage: what follows decides
+                if (stands := _unspent_stop_stands(block)) is None:
+                    continue
+                return bytes(buf), unspent if stands else None, False
             if uncapped and not held and (found := detect_unspent_stop(block)) is not None:
                 if unspent_usage(block) is not None:
                     return bytes(buf), found, False
@@ -259,17 +258,16 @@ async def _hold_stream(
         chunk = await resp.readany()
         if not chunk:  # the stream ended before any output
             tail = bytes(buf[scanned:])  # a last event without its blank line
-            if unspent is not None:
-                settled = _after_unspent(codec, tail, patterns, unspent) if tail.strip() else None
-                return (bytes(buf), *settled) if settled else (bytes(buf), unspent, False)
             found, unfixable = None, False
             if tail.strip():
                 found = codec.detect_stream_event_overflow(
                     tail, output_started=False, patterns=patterns
                 )
                 unfixable = found is None and _unfixable_event(tail)
-                if found is None and not unfixable and uncapped and not held:
-                    found = detect_unspent_stop(tail)
+            if found is None and not unfixable and unspent is not None:
+                return bytes(buf), None if _unspent_stop_stands(tail) is False else unspent, False
+            if found is None and not unfixable and tail.strip() and uncapped and not held:
+                found = detect_unspent_stop(tail)
             if found is None and not unfixable:  # bare text: an error written raw into it
                 found = codec.detect_bare_stream_overflow(bytes(buf), patterns)
             return bytes(buf), found, unfixable
@@ -277,25 +275,18 @@ async def _hold_stream(
         buf += chunk
 
 
-def _after_unspent(
-    codec: Codec, block: bytes, patterns: Patterns, unspent: Overflow
-) -> tuple[Overflow | None, bool] | None:
-    """What an event after a stop before any output that stated no usage makes of it
-    (the overflow and whether it is unfixable), or None to wait for the next: an error
-    is read for itself; a usage (OpenAI's chunk after the stop) that counts output, or
-    another choice's output, makes it a normal answer; a usage that counts none, or the
-    stream's end, leaves the stop an overflow; a comment or an empty event waits."""
-    found = codec.detect_stream_event_overflow(block, output_started=False, patterns=patterns)
-    if found is not None:
-        return found, False
-    if _unfixable_event(block):
-        return None, True
+def _unspent_stop_stands(block: bytes) -> bool | None:
+    """Whether a stop before any output that stated no usage stays an overflow after
+    this event (no error: the caller read those for themselves): a usage (OpenAI's chunk
+    after the stop) that counts none, or [DONE], leaves it one (True); a usage that
+    counts output, or another choice's output, makes it a normal answer (False); a
+    comment or an empty event waits for the next (None)."""
     counted = unspent_usage(block)
     if counted is not None:
-        return (unspent if counted else None), False
+        return counted
     if _DONE_RE.fullmatch(block) is not None:
-        return unspent, False
-    return (None, False) if stream_event_output(block) == OUTPUT else None
+        return True
+    return False if stream_event_output(block) == OUTPUT else None
 
 
 _DONE_RE = re.compile(rb"\s*data:[ \t]*\[DONE\]\s*")
