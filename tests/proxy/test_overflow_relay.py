@@ -279,6 +279,31 @@ async def test_a_refusal_relayed_as_424_or_502_is_retried(
     assert len(fake.requests[1].body) < len(fake.requests[0].body)
 
 
+async def test_a_503_naming_the_window_is_retried_and_a_busy_one_relayed(
+    make_stack: MakeStack,
+) -> None:
+    # afmbridge answers every failed generation with 503; one that speaks of load or
+    # waiting is the upstream's own state, relayed as it came
+    afmbridge = {
+        "error": {
+            "message": "Generation failed: Exceeded model context window size",
+            "type": "api_error",
+        }
+    }
+    refusal = json_reply(afmbridge, status=503)
+    fake = FakeProvider().then(refusal, json_reply(openai_ok(10)))
+    stack = await make_stack(fake)
+    resp = await stack.client.post("/v1/chat/completions", json=openai_chat(8, model="gpt-4o"))
+    assert resp.status == 200 and len(fake.requests) == 2
+    assert resp.headers["x-trimgate-reason"] == "reactive"
+    busy = b'{"error":{"message":"Context window exceeded: server busy, retry later"}}'
+    fake = FakeProvider().then(Reply(status=503, body=busy))
+    stack = await make_stack(fake)
+    resp = await stack.client.post("/v1/chat/completions", json=openai_chat(8, model="gpt-4o"))
+    assert resp.status == 503 and len(fake.requests) == 1
+    assert await resp.read() == busy and "x-trimgate-reason" not in resp.headers
+
+
 @pytest.mark.parametrize(
     "frames",
     [

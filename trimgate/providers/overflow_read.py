@@ -1661,6 +1661,10 @@ def _unlisted(status: int, facts: _Facts) -> Overflow | None:
         map(_TOKEN_WORD_RE.search, facts.texts)
     ):
         return None  # a byte limit its message words as a length (a suspect, probed)
+    if status in _UNAVAILABLE_STATUSES:
+        if _waits(facts):
+            return None  # an overloaded or unready upstream, whatever it names
+        status = 500  # a server that answers its refusals so ("Exceeded model context window size")
     kv_size = any(_KV_SIZE_RE.search(text) for text in facts.texts)
     if kv_size and status >= 500:
         return None  # llama.cpp's shared KV pool, which any request may have filled
@@ -1780,9 +1784,27 @@ _RATE_CODE_RE: Final = re.compile(
     r"rate|quota|throttl|exhaust|too_many_requests|busy|tpm|rpm|overload|capacity|concurren"
 )
 _WAIT_RE: Final = re.compile(
-    r"retry|try again|later|wait|busy|slow down|in[ -]flight|concurren|capacity|overload",
+    r"retry|try again|later|wait|busy|slow down|in[ -]flight|concurren|capacity|overload"
+    r"|稍后|繁忙|过载",
     re.IGNORECASE,
 )
+
+# 503 and 507: statuses of an overloaded or unready upstream, and how a few servers answer
+# every failed generation (afmbridge's "Generation failed: Exceeded model context window
+# size"; llmmllab's 507 "Context window exceeded"). ``_unlisted`` reads one as a 500 when
+# none of its messages or codes speaks of waiting, load or unavailability.
+_UNAVAILABLE_STATUSES: Final = frozenset({503, 507})
+_WAIT_CODE_RE: Final = re.compile(
+    r"unavailable|overload|busy|capacity|retry|timeout", re.IGNORECASE
+)
+
+
+def _waits(facts: _Facts) -> bool:
+    """A message (its advice aside: "Please shorten your prompt and try again.") or a code
+    of ``facts`` that speaks of waiting, load or unavailability."""
+    return any(_WAIT_RE.search(_without_advice(text)) for text in facts.texts) or any(
+        _WAIT_CODE_RE.search(code) for code in facts.codes
+    )
 
 
 def _forbidden_overflow(facts: _Facts) -> bool:

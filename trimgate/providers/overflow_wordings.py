@@ -1294,8 +1294,8 @@ _RATE_HINTS: Final = (
 # an error body sent with 200; the usual refusals; 424 (Failed Dependency), how SageMaker
 # endpoints and Huawei's MindIE server answer the model's own refusal; 500, how servers
 # answer every exception a too-long prompt raises; and 502, how gateways relay their
-# provider's refusal ("provider error: 输入内容超长，请缩短后重试"). Never 503/504: an
-# overloaded or timed-out upstream.
+# provider's refusal ("provider error: 输入内容超长，请缩短后重试"). Never 504, a timed-out
+# upstream; a 503 or 507 only when it says nothing of waiting or load (``_unlisted``).
 _GENERIC_STATUSES: Final = frozenset({200, 400, 413, 422, 424, 500, 502})
 
 # llama.cpp's "input prompt is too big compared to KV size" (and its forks', llama-box):
