@@ -253,6 +253,44 @@ def test_an_exception_name_is_read_as_a_code(message: str, overflow: bool) -> No
     assert (detect_overflow(400, body, wire_format="openai") is not None) is overflow
 
 
+def test_parts_that_add_up_to_less_than_their_count_name_some_of_it() -> None:
+    # selfware's mock of OpenAI: "(including 200 in the functions)" is not the prompt
+    message = (
+        "This model's maximum context length is 8192 tokens. However, your messages resulted"
+        " in 9000 tokens (including 200 in the functions). Please reduce the length of the"
+        " messages or functions."
+    )
+    got = detect_overflow(400, _error_body(message), wire_format="openai")
+    assert got is not None and (got.real, got.maximum) == (9000, 8192)
+    requested = "This model's maximum context length is 8192 tokens. However, you requested"
+    for parts, real, maximum in (
+        ("(including 200 in the functions)", 9000, 8192),
+        ("(including 1000 in the completion)", 8000, 7192),
+        ("(8800 in the messages, 200 in the functions)", 9000, 8192),
+    ):
+        body = _error_body(f"{requested} 9000 tokens {parts}.")
+        got = detect_overflow(400, body, wire_format="openai")
+        assert got is not None and (got.real, got.maximum) == (real, maximum), parts
+
+
+def test_a_status_envelopes_nested_upstream_answer_is_read() -> None:
+    # a relay that unwraps OpenRouter's error object: its message, code and metadata
+    raw = orjson.dumps(
+        {
+            "type": "error",
+            "error": {
+                "type": "invalid_request_error",
+                "message": "prompt is too long: 217779 tokens > 200000 maximum",
+            },
+        }
+    ).decode()
+    body = {"message": "Provider returned error", "code": 400, "metadata": {"raw": raw}}
+    got = detect_overflow(400, orjson.dumps(body), wire_format="openai")
+    assert got is not None and (got.real, got.maximum) == (217779, 200000)
+    rate = {"message": "Provider returned error", "code": 429, "metadata": {"raw": "slow down"}}
+    assert detect_overflow(400, orjson.dumps(rate), wire_format="openai") is None
+
+
 def test_a_code_naming_max_tokens_is_an_output_limit() -> None:
     body = orjson.dumps({"error": {"message": "m", "code": "max_tokens_exceeded"}})
     assert detect_overflow(400, body, wire_format="openai") is None

@@ -539,6 +539,12 @@ def _status_envelope(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
     elif doc.get("status") not in ("error", "fail") and doc.get("success") is not False:
         return False
     _add_text(message, facts, depth)
+    for key in _NEST_KEYS:
+        # the upstream's answer it nests: OpenRouter's error object unwrapped by a relay,
+        # {"message": "Provider returned error", "code": 400, "metadata": {"raw": "{...}"}}
+        value = doc.get(key)
+        if isinstance(value, (dict, list)):
+            _walk_error(value, facts, depth + 1)
     return True
 
 
@@ -1357,21 +1363,9 @@ def _read_message(text: str) -> Overflow | None:
             limit = room + real
         parts = groups.get("parts")
         if parts:
-            prompt_sum = comp_sum = 0
-            seen_prompt = seen_comp = False
-            for part in _PART_RE.finditer(parts):
-                what = part.group("what").lower()
-                n = int(part.group("n").replace(",", ""))
-                if what in _PROMPT_PARTS or what in _PROMPT_PARTS_2:
-                    prompt_sum += n
-                    seen_prompt = True
-                else:
-                    comp_sum += n
-                    seen_comp = True
-            if seen_prompt:
-                real = prompt_sum
-            if seen_comp:
-                comp = comp_sum
+            prompt_sum, comp_sum = _parts(parts, real if real is not None else total)
+            real = real if prompt_sum is None else prompt_sum
+            comp = comp if comp_sum is None else comp_sum
         if real is None and total is not None:
             real = total - comp if comp is not None else total
         if comp is not None and limit is not None:
@@ -1385,6 +1379,27 @@ def _read_message(text: str) -> Overflow | None:
         if countless is None:  # keep looking for a pattern that also reads the counts
             countless = Overflow(None, None)
     return countless
+
+
+def _parts(parts: str, stated: int | None) -> tuple[int | None, int | None]:
+    """The prompt and output tokens an itemised breadcrumb ("8800 in the messages, 200 in
+    the completion") sums, each None where it names none. Parts that add up to less than
+    the count they itemise (``stated``) name some of it only ("resulted in 9000 tokens
+    (including 200 in the functions)"): no prompt is read from them."""
+    prompt = output = 0
+    seen_prompt = seen_output = False
+    for part in _PART_RE.finditer(parts):
+        what = part.group("what").lower()
+        n = int(part.group("n").replace(",", ""))
+        if what in _PROMPT_PARTS or what in _PROMPT_PARTS_2:
+            prompt += n
+            seen_prompt = True
+        else:
+            output += n
+            seen_output = True
+    if stated is not None and prompt + output < stated:
+        seen_prompt = False
+    return (prompt if seen_prompt else None), (output if seen_output else None)
 
 
 _PAD_BLOCK: Final = 64  # vllm-spyre pads a prompt to a multiple of this many tokens
