@@ -2575,11 +2575,29 @@ def test_a_500_or_a_gateways_502_is_read_as_a_400_is(status: int) -> None:
     window = _error_body("Upstream error: context window exceeded")
     assert detect_overflow(504, window, wire_format="openai") is None
     assert detect_overflow(503, window, wire_format="openai") == Overflow(None, None)
+    # ... unless anything in it speaks of waiting, load, queues, memory or readiness
+    said = b'"message":"context window exceeded"'
     for busy in (
         _error_body("context window exceeded, please retry later"),
         _error_body("Context window exceeded: server at capacity"),
-        b'{"error":{"message":"context window exceeded","code":"service_unavailable"}}',
-        b'{"error":{"message":"context window exceeded","type":"overloaded_error"}}',
+        _error_body("Context window exceeded: service unavailable"),
+        _error_body("Model is still loading; context window exceeded"),
+        _error_body("Context window exceeded; request queued too long"),
+        _error_body("Request needs 12000 tokens of KV cache but only 3000 are available right now"),
+        _error_body("Out of memory: the context of 32768 tokens exceeds available GPU memory"),
+        _error_body("Prompt exceeds the context size of the only free slot"),
+        _error_body("Context window exceeded. Consider retrying in a few seconds."),
+        _error_body("上下文超出限制，請稍後再試"),
+        _error_body("上下文长度超出限制，服务暂不可用"),
+        b"Service Unavailable: context window exceeded",
+        b'{"error":{%s,"code":"service_unavailable"}}' % said,
+        b'{"error":{%s,"type":"overloaded_error"}}' % said,
+        b'{"error":{%s,"code":"model_not_ready"}}' % said,
+        b'{"error":{%s,"error_code":"SERVICE_UNAVAILABLE"}}' % said,
+        b'{"error":{%s,"retryable":true}}' % said,
+        b'{"error":{%s,"retry_after":30}}' % said,
+        b'{"error":{%s,"code":504}}' % said,
+        b'{"code":503,%s,"status":"UNAVAILABLE"}' % said,
     ):
         for other in (503, 507):
             assert detect_overflow(other, busy, wire_format="openai") is None, (other, busy)
@@ -2883,8 +2901,9 @@ def test_generic_rule_recognises_unlisted_wordings(message: str) -> None:
     assert detect_overflow(400, _error_body(message), wire_format="openai") is not None
     assert detect_overflow(200, _error_body(message), wire_format="openai") is not None
     # Under 503 too, where no word of waiting or load says the server was busy ("model
-    # capacity" is one there); never on a 504 (a timed-out upstream) nor on a success body.
-    busy = "capacity" in message
+    # capacity", "try again" are such there); never on a 504 (a timed-out upstream) nor on
+    # a success body.
+    busy = re.search(r"capacity|try again|重试", message) is not None
     assert (detect_overflow(503, _error_body(message), wire_format="openai") is None) is busy
     assert detect_overflow(504, _error_body(message), wire_format="openai") is None
     success = {"choices": [{"index": 0, "message": {"role": "assistant", "content": message}}]}

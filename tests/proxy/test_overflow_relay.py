@@ -297,11 +297,16 @@ async def test_a_503_naming_the_window_is_retried_and_a_busy_one_relayed(
     assert resp.status == 200 and len(fake.requests) == 2
     assert resp.headers["x-trimgate-reason"] == "reactive"
     busy = b'{"error":{"message":"Context window exceeded: server busy, retry later"}}'
-    fake = FakeProvider().then(Reply(status=503, body=busy))
-    stack = await make_stack(fake)
-    resp = await stack.client.post("/v1/chat/completions", json=openai_chat(8, model="gpt-4o"))
-    assert resp.status == 503 and len(fake.requests) == 1
-    assert await resp.read() == busy and "x-trimgate-reason" not in resp.headers
+    # ... and so is one that says when to come back, whatever its words
+    told = json_reply(afmbridge, status=503, **{"Retry-After": "5"})
+    for answer in (Reply(status=503, body=busy), told):
+        fake = FakeProvider().then(answer)
+        stack = await make_stack(fake)
+        chat = openai_chat(8, model="gpt-4o")
+        resp = await stack.client.post("/v1/chat/completions", json=chat)
+        assert resp.status == 503 and len(fake.requests) == 1
+        assert "x-trimgate-reason" not in resp.headers
+        assert resp.headers.get("Retry-After") == answer.headers.get("Retry-After")
 
 
 @pytest.mark.parametrize(

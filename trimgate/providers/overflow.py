@@ -47,6 +47,7 @@ from trimgate.providers.overflow_read import (
     _MAX_ITEMS,
     _NOT_FIXABLE,
     _TEXT_ROOM,
+    UNAVAILABLE_STATUSES,
     WINDOW_STOP,
     WORDED_REPLY_LIMIT,
     Overflow,
@@ -86,6 +87,7 @@ __all__ = [
     "MAX_PATTERN_LENGTH",
     "NO_OUTPUT",
     "OUTPUT",
+    "UNAVAILABLE_STATUSES",
     "UNSPENT",
     "WORDED",
     "WORDED_LONG",
@@ -220,7 +222,7 @@ def detect_overflow(
 
 def _body_facts(status: int, body: bytes, head: bytes) -> _Facts | None:
     """The error facts of a whole body; None when it states no error."""
-    facts = _Facts()
+    facts = _Facts(body)
     # (brpc, xllm's RPC server, starts a failed call's plain text with "[ip:port]")
     if head[:1] == b"{" or (head[:1] == b"[" and not _BRPC_SERVER_RE.match(head)):
         try:
@@ -603,7 +605,7 @@ def _event_verdict(
         doc = orjson.loads(payload)
     except orjson.JSONDecodeError:
         return OUTPUT, _text_event(name, payload, patterns)
-    facts = _Facts()
+    facts = _Facts(payload)
     if _walk_document(doc, facts, 0, error_status=name == "error"):
         # An error event decides, whether or not it is an overflow.
         if not patterns and not _has_hint(payload.lower()):

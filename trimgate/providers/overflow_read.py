@@ -149,9 +149,10 @@ _EXCEPTION_NAME_RE: Final = re.compile(
 
 
 class _Facts:
-    __slots__ = ("codes", "counts", "named", "room", "statuses", "texts")
+    __slots__ = ("codes", "counts", "named", "raw", "room", "statuses", "texts")
 
-    def __init__(self) -> None:
+    def __init__(self, raw: bytes = b"") -> None:
+        self.raw = raw  # the body or event read, whole (``_waits``)
         self.texts: list[str] = []
         self.codes: set[str] = set()
         self.statuses: list[int] = []
@@ -1676,7 +1677,7 @@ def _unlisted(status: int, facts: _Facts) -> Overflow | None:
         map(_TOKEN_WORD_RE.search, facts.texts)
     ):
         return None  # a byte limit its message words as a length (a suspect, probed)
-    if status in _UNAVAILABLE_STATUSES:
+    if status in UNAVAILABLE_STATUSES:
         if _waits(facts):
             return None  # an overloaded or unready upstream, whatever it names
         status = 500  # a server that answers its refusals so ("Exceeded model context window size")
@@ -1799,27 +1800,36 @@ _RATE_CODE_RE: Final = re.compile(
     r"rate|quota|throttl|exhaust|too_many_requests|busy|tpm|rpm|overload|capacity|concurren"
 )
 _WAIT_RE: Final = re.compile(
-    r"retry|try again|later|wait|busy|slow down|in[ -]flight|concurren|capacity|overload"
-    r"|稍后|繁忙|过载",
+    r"retry|try again|later|wait|busy|slow down|in[ -]flight|concurren|capacity|overload",
     re.IGNORECASE,
 )
 
 # 503 and 507: statuses of an overloaded or unready upstream, and how a few servers answer
 # every failed generation (afmbridge's "Generation failed: Exceeded model context window
-# size"; llmmllab's 507 "Context window exceeded"). ``_unlisted`` reads one as a 500 when
-# none of its messages or codes speaks of waiting, load or unavailability.
-_UNAVAILABLE_STATUSES: Final = frozenset({503, 507})
-_WAIT_CODE_RE: Final = re.compile(
-    r"unavailable|overload|busy|capacity|retry|timeout", re.IGNORECASE
+# size"; llmmllab's 507 "Context window exceeded"). ``_unlisted`` reads one as a 500 only
+# when nothing in it (any field, key or value, its messages, codes and statuses) speaks of
+# waiting, retrying, load, queues, memory, slots or readiness, in any language seen; the
+# relay reads one that carries Retry-After as a 504 (never).
+UNAVAILABLE_STATUSES: Final = frozenset({503, 507})
+_BUSY_RE: Final = re.compile(
+    r"retry|try again|later|wait|busy|slow down|in[ -]flight|concurren|capacity|overload"
+    r"|unavailable|\bload(?:ing|ed)?\b|queue|timed?[ _-]?out|memory|\bkv|\bslots?\b|\bgpu"
+    r"|vram|right now|currently|temporar|demand|health|not[ _-]?ready|shut[ _-]?down"
+    r"|shutting|\bdead\b|throttl|too[ _-]?many[ _-]?requests|rate[ _-]?limit|transient|exhaust"
+    r"|稍[后後]|繁忙|忙碌|服[务務]器忙|[过過]载|不可用|[负負][载載]|排[队隊]|重[试試]"
+    r"|[资資]源不足|算力不足|[请請]求[过過]多|混雑|しばらく|ausgelastet|später|surcharg"
+    r"|plus tard|réessay",
+    re.IGNORECASE,
 )
 
 
 def _waits(facts: _Facts) -> bool:
-    """A message (its advice aside: "Please shorten your prompt and try again.") or a code
-    of ``facts`` that speaks of waiting, load or unavailability."""
-    return any(_WAIT_RE.search(_without_advice(text)) for text in facts.texts) or any(
-        _WAIT_CODE_RE.search(code) for code in facts.codes
-    )
+    """Whether anything in an answer of status 503 or 507 speaks of waiting, load or
+    readiness (``_BUSY_RE``), or a status inside it is another 5xx past 502."""
+    if any(s > 502 and s not in UNAVAILABLE_STATUSES for s in facts.statuses):
+        return True
+    raw = facts.raw.decode("utf-8", "replace")
+    return any(_BUSY_RE.search(text) for text in (raw, *facts.texts, *facts.codes))
 
 
 def _forbidden_overflow(facts: _Facts) -> bool:

@@ -27,6 +27,7 @@ from trimgate.providers.base import Codec
 from trimgate.providers.overflow import (
     HELD_REPLIES,
     OUTPUT,
+    UNAVAILABLE_STATUSES,
     UNSPENT,
     WINDOW_STOP_JSON,
     Overflow,
@@ -148,7 +149,10 @@ def _judge(
     ``suspect``) whether its words suspect one; ``uncapped`` as for ``sniff_overflow``.
     A bug in reading it lets it through."""
     try:
-        found = codec.detect_overflow(resp.status, body, patterns)
+        status = resp.status
+        if status in UNAVAILABLE_STATUSES and "Retry-After" in resp.headers:
+            status = 504  # told when to come back: a busy upstream, read as a timed-out one
+        found = codec.detect_overflow(status, body, patterns)
         if found is None and uncapped and resp.status == 200:
             found = detect_unspent_stop(body)
         attempt = Attempt(
