@@ -273,6 +273,27 @@ def test_parts_that_add_up_to_less_than_their_count_name_some_of_it() -> None:
         assert got is not None and (got.real, got.maximum) == (real, maximum), parts
 
 
+def test_litert_lms_wording_is_read_whatever_advice_follows() -> None:
+    # OlliteRT appends advice that names tool schemas, Max Tokens and response quality
+    said = (
+        "Error: Input token ids are too long. Exceeding the maximum number of tokens allowed:"
+        " 4467 >= 4000"
+    )
+    for advice in (
+        "",
+        " — Try increasing Max Tokens in the model's Inference Settings within OlliteRT. If"
+        " the model doesn't support a larger context window, you can enable prompt compaction"
+        " (Truncate History, Compact Tool Schemas, or Trim Prompt) in OlliteRT Settings as a"
+        " fallback, though this may reduce response quality.",
+        " — Try enabling prompt compaction (Truncate History, Compact Tool Schemas, or Trim"
+        " Prompt) in OlliteRT Settings, or send shorter prompts.",
+    ):
+        body = orjson.dumps({"error": {"message": said + advice, "type": "server_error"}})
+        assert detect_overflow(400, body, wire_format="openai") == Overflow(4467, 4000), advice
+        event = b"data: " + body + b"\n\n"
+        assert detect_stream_overflow(event, wire_format="openai") == Overflow(4467, 4000)
+
+
 def test_a_status_envelopes_nested_upstream_answer_is_read() -> None:
     # a relay that unwraps OpenRouter's error object: its message, code and metadata
     raw = orjson.dumps(

@@ -408,6 +408,13 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
     _p(r"range of input length should be \[1, ?(?P<max>{N})\]"),
     # Ollama (llama-server runner)
     _p(r"the prompt is longer than the context length"),
+    # Google's LiteRT-LM, as the Android servers that run it relay it (OlliteRT, HostAI,
+    # temuxllm): "Input token ids are too long. Exceeding the maximum number of tokens
+    # allowed: P >= L", with their advice after it
+    _p(
+        r"input token ids are too long\.? exceeding the maximum number of tokens allowed:?"
+        r" (?P<real>{N}) >= (?P<max>{N})"
+    ),
     # Zhipu GLM (code 1261) / MLX servers
     _p(r"\bprompt exceeds (?:the )?(?:model'?s )?max(?:imum)? (?:context )?length\b"),
     # MiniMax: the number in parentheses is an error code, not a count
