@@ -4534,6 +4534,27 @@ def test_a_probe_confirms_an_overflow_when_the_prompts_count_moves_with_the_trim
     assert confirm_suspect(first, again, shrink) == expected
 
 
+def test_the_generic_readers_leave_a_sum_whose_output_fills_the_window(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Anthropic's wording as LmDotnetTools mocks it, read with the listed wordings off
+    if trimgate.compiled():
+        pytest.skip("compiled: the tables are constants the readers inline")
+    monkeypatch.setattr(overflow_read, "_PATTERNS", ())
+
+    def read(sum_: str) -> Overflow | None:
+        message = (
+            f"input length and `max_tokens` exceed context limit: {sum_}, decrease input"
+            " length or `max_tokens` and try again"
+        )
+        body = {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
+        return detect_overflow(400, orjson.dumps(body), wire_format="anthropic")
+
+    assert read("1200 + 200000 > 200000") is None
+    assert read("1,200 + 250,000 > 200,000") is None
+    assert read("190000 + 20000 > 200000") is not None
+
+
 def test_the_generic_readers_alone_read_no_look_alike(monkeypatch: pytest.MonkeyPatch) -> None:
     """With the listed wordings switched off, as for a server nobody has listed, the
     generic readers (vocabulary, counts, itemised sums, codes) read no look-alike of the

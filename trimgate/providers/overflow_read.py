@@ -77,6 +77,7 @@ from trimgate.providers.overflow_wordings import (
     _STATUS_COUNT_RE,
     _STATUS_KEYS,
     _STRONG_RE,
+    _SUM_COUNTS_RE,
     _SUM_OUTPUT_RE,
     _SUM_RE,
     _SUM_SUBJECT_RE,
@@ -1459,6 +1460,16 @@ def _generic(text: str) -> bool:
     )
 
 
+def _output_fills(text: str) -> bool:
+    """A sum of the prompt and an output setting, prompt first ("input length and
+    `max_tokens` exceed context limit: 1200 + 200000 > 200000"), whose output alone fills
+    the window."""
+    counts = _SUM_COUNTS_RE.search(text)
+    if counts is None or _SUM_OUTPUT_RE.search(text) is None:
+        return False
+    return int(counts["comp"].replace(",", "")) >= int(counts["max"].replace(",", ""))
+
+
 def _summed(text: str) -> bool:
     """A wording no table lists that names the prompt and its output reservation together
     as what exceeds the window (``_SUM_SUBJECT_RE``), and no other excluded word once the
@@ -1681,6 +1692,8 @@ def _unlisted(status: int, facts: _Facts) -> Overflow | None:
         if _waits(facts):
             return None  # an overloaded or unready upstream, whatever it names
         status = 500  # a server that answers its refusals so ("Exceeded model context window size")
+    if any(map(_output_fills, facts.texts)):
+        return None  # the output reservation alone fills the window: no prompt fits
     kv_size = any(_KV_SIZE_RE.search(text) for text in facts.texts)
     if kv_size and status >= 500:
         return None  # llama.cpp's shared KV pool, which any request may have filled

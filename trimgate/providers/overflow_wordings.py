@@ -1079,6 +1079,8 @@ _SUM_SUBJECT_RE: Final = _p(
     r"(?:max(?:imum)?[ _]?)?(?:output|generat\w*|prediction|completion|max_(?:new_)?tokens"
     r"|new tokens)"
 )
+# ... and the sum it states, prompt first as its subject names them: "1200 + 200000 > 200000"
+_SUM_COUNTS_RE: Final = _p(r"(?P<real>{N}) ?\+ ?(?P<comp>{N}) ?>=? ?(?P<max>{N})")
 _SUM_OUTPUT_RE: Final = _p(
     r"max_(?:new_)?tokens|output tokens?|maximum output|completion tokens?|generat\w*"
 )
