@@ -294,6 +294,95 @@ def test_litert_lms_wording_is_read_whatever_advice_follows() -> None:
         assert detect_stream_overflow(event, wire_format="openai") == Overflow(4467, 4000)
 
 
+def test_lobehubs_envelope_is_read_by_its_upstreams_error() -> None:
+    # LobeHub's {"body": {"error": <upstream>, "message": ...}, "errorType": ...}: the
+    # upstream's words decide, its counts with them, whatever LobeHub classed it as
+    def lobehub(error: dict[str, Any], kind: str) -> bytes:
+        body = {"error": error, "endpoint": "https://api.openai.com/v1", "provider": "openai"}
+        return orjson.dumps({"body": body, "errorType": kind})
+
+    said = (
+        "This model's maximum context length is 128000 tokens. However, your messages"
+        " resulted in 139824 tokens. Please reduce the length of the messages."
+    )
+    window = lobehub({"message": said, "code": "context_length_exceeded"}, "ExceededContextWindow")
+    got = detect_overflow(400, window, wire_format="openai")
+    assert got is not None and (got.real, got.maximum) == (139824, 128000)
+    string = (
+        "Invalid 'messages[3].content': string too long. Expected a string with maximum"
+        " length 10485760, but got a string with length 11534336 instead."
+    )
+    capped = lobehub(
+        {"message": string, "code": "string_above_max_length"}, "ExceededContextWindow"
+    )
+    assert detect_overflow(400, capped, wire_format="openai") is None
+    preflight = (
+        "Prompt tokens (203950) leave less than 1024 tokens for completion within the model"
+        ' context window (204800) for model "MiniMax-M2". Reduce input or attached tools.'
+    )
+    got = detect_overflow(
+        400, lobehub({"message": preflight}, "ExceededContextWindow"), wire_format="openai"
+    )
+    assert got == Overflow(203950, 203776)
+
+
+def test_a_gateways_kind_and_its_404_state_an_overflow() -> None:
+    # SI-LLM-Gateway's 503: "kind" classes the failure (an overflow's code reads under
+    # any 503, as it did before a 503's words were read)
+    gateway = {
+        "code": "model_not_found",
+        "kind": "context_length_exceeded",
+        "retryable": False,
+        "message": "No available provider for model 'qwen3-32b'. All 2 candidates failed.",
+        "type": "server_error",
+    }
+    body = orjson.dumps({"error": gateway})
+    assert detect_overflow(503, body, wire_format="openai") == Overflow(None, None)
+    body = orjson.dumps({"error": {**gateway, "kind": "rate_limit"}})
+    assert detect_overflow(503, body, wire_format="openai") is None
+    # "retryable": false is no word of waiting, true is
+    sure: dict[str, Any] = {"message": "context window exceeded", "retryable": False}
+    assert detect_overflow(503, orjson.dumps({"error": sure}), wire_format="openai")
+    sure["retryable"] = True
+    assert detect_overflow(503, orjson.dumps({"error": sure}), wire_format="openai") is None
+    # Kilo's gateway writes its estimate over the upstream's status, a 404 among them
+    said = (
+        "The maximum context length is 202800 tokens. However, about 236415 tokens were requested."
+    )
+    kilo = orjson.dumps({"error": said, "message": said})
+    assert detect_overflow(404, kilo, wire_format="openai") == Overflow(236415, 202800)
+    under = said.replace("236415", "2364")
+    assert detect_overflow(404, orjson.dumps({"error": under}), wire_format="openai") is None
+
+
+def test_more_servers_wordings_and_a_full_kv_cache() -> None:
+    icn = (
+        "prompt (9000 tokens) leaves no generation capacity in the effective per-sequence"
+        " context (8192)"
+    )
+    body = orjson.dumps({"error": {"message": icn, "code": "invalid_request", "retryable": False}})
+    assert detect_overflow(400, body, wire_format="openai") == Overflow(9000, 8192)
+    # llama-box sends this to every slot in flight when its KV cache fills: a 4xx only
+    # would mean this prompt
+    full = _error_body(
+        "decoding exceeds the available context size. try increasing the context size."
+    )
+    assert detect_overflow(500, full, wire_format="openai") is None
+    assert detect_overflow(400, full, wire_format="openai") == Overflow(None, None)
+
+
+def test_a_failed_jobs_record_with_streamed_output_is_no_refusal() -> None:
+    # cog-vllm fails a Replicate prediction with E1002 once a length stop follows output
+    job = {
+        "output": ["Based", " on", " the"],
+        "error": "E1002 PromptTooLong: Prompt length exceeds maximum input length",
+        "status": "failed",
+    }
+    assert detect_overflow(200, orjson.dumps(job), wire_format="openai") is None
+    refused = orjson.dumps({**job, "output": []})
+    assert detect_overflow(200, refused, wire_format="openai") == Overflow(None, None)
+
+
 def test_a_status_envelopes_nested_upstream_answer_is_read() -> None:
     # a relay that unwraps OpenRouter's error object: its message, code and metadata
     raw = orjson.dumps(
@@ -997,8 +1086,8 @@ def test_rate_limit_wording_wins_whatever_the_status() -> None:
     assert detect_overflow(400, body, wire_format="anthropic") is None
 
 
-# (a 403 or 429 with a listed wording that states both counts is one: the tests below)
-@pytest.mark.parametrize("status", [401, 402, 404, 529])
+# (a 403, 404 or 429 with a listed wording that states both counts is one: the tests below)
+@pytest.mark.parametrize("status", [401, 402, 529])
 def test_statuses_that_are_never_overflows(status: int) -> None:
     body = _error_body("prompt is too long: 210000 tokens > 200000 maximum")
     assert detect_overflow(status, body, wire_format="anthropic") is None

@@ -395,9 +395,13 @@ def _walk_document(doc: Any, facts: _Facts, depth: int, *, error_status: bool) -
     if error is None and isinstance(doc.get("Error"), dict):  # ParagonAPI's {"Error": {...}}
         doc = {"error": doc["Error"]}
         error = doc["error"]
+    if error not in (None, False, "", {}, []) and _streamed_output(doc):
+        return False  # the window filled while it wrote: an answer cut short, not refused
     if error not in (None, False, "", {}, []) or _typed_error(doc):
         _walk_error(doc, facts, depth)
         _engine_status_reply(doc, facts, depth)  # (LMDeploy's failed Responses object)
+        return True
+    if _lobehub_error(doc, facts, depth):
         return True
     if _fastapi_error(doc):
         _walk_error(doc, facts, depth)
@@ -427,6 +431,26 @@ def _walk_document(doc: Any, facts: _Facts, depth: int, *, error_status: bool) -
         _walk_error(doc, facts, depth)
         return True
     return False
+
+
+def _lobehub_error(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
+    """LobeHub's error answer, ``{"body": {"error": <the upstream's>, "message": ...},
+    "errorType": ...}``: its class and the upstream's own words, which decide."""
+    if not isinstance(doc.get("errorType"), str) or not isinstance(doc.get("body"), dict):
+        return False
+    _walk_error(doc, facts, depth)
+    _walk_error(doc["body"], facts, depth + 1)
+    return True
+
+
+def _streamed_output(doc: dict[str, Any]) -> bool:
+    """Whether a failed job's record holds the text it streamed before it failed: the
+    output list of strings of a Replicate prediction (cog-vllm fails one with "E1002
+    PromptTooLong" once the window fills after its first tokens)."""
+    output = doc.get("output")
+    return isinstance(output, list) and any(
+        isinstance(item, str) and item for item in output[:_MAX_ITEMS]
+    )
 
 
 def _fastapi_error(doc: dict[str, Any]) -> bool:
@@ -1780,14 +1804,16 @@ def _output_alone(text: str) -> bool:
 
 def _refused_overflow(status: int, facts: _Facts) -> bool:
     """An overflow sent with a status that otherwise rules one out: a 403 as
-    ``_forbidden_overflow`` tells, or a 429 whose listed wording states the prompt alone at
-    or over the window (``_prompt_alone_over``), with no rate, quota, billing, auth,
-    waiting or load word in any of its messages and no code of a rate limit or a quota
-    (CodeGate answers llama-cpp-python's "Requested tokens (P) exceed context window of L"
-    so)."""
+    ``_forbidden_overflow`` tells, or a 404 or 429 whose listed wording states the prompt
+    alone at or over the window (``_prompt_alone_over``), with no rate, quota, billing,
+    auth, waiting or load word in any of its messages and no code of a rate limit or a
+    quota (CodeGate answers llama-cpp-python's "Requested tokens (P) exceed context window
+    of L" with 429; Kilo's gateway writes "The maximum context length is L tokens. However,
+    about P tokens were requested." over the upstream's status, OpenRouter's 404 "No
+    allowed providers" among them)."""
     if status == 403:
         return _forbidden_overflow(facts)
-    if status != 429 or any(_RATE_CODE_RE.search(code) for code in facts.codes):
+    if status not in (404, 429) or any(_RATE_CODE_RE.search(code) for code in facts.codes):
         return False
     if any(_never(text) or _WAIT_RE.search(text) is not None for text in facts.texts):
         return False
@@ -1795,15 +1821,16 @@ def _refused_overflow(status: int, facts: _Facts) -> bool:
 
 
 def _prompt_alone_over(text: str) -> bool:
-    """A listed wording that states the prompt's count at or over the window's, no output
-    reservation beside them (a limiter's "used + requested > limit" is no such sum), in a
-    message that says nothing of waiting or load (its caller's check)."""
+    """A listed wording that states the prompt's count (or the request's, unitemised) at
+    or over the window's, no output reservation beside them (a limiter's "used +
+    requested > limit" is no such sum), in a message that says nothing of waiting or load
+    (its caller's check)."""
     for pattern in _PATTERNS:
         match = pattern.search(text)
         if match is None:
             continue
         groups = match.groupdict()
-        real, limit = _num(groups.get("real")), _num(groups.get("max"))
+        real, limit = _num(groups.get("real") or groups.get("total")), _num(groups.get("max"))
         if real is not None and limit is not None and groups.get("comp") is None:
             return real >= limit
     return False
@@ -1836,12 +1863,16 @@ _BUSY_RE: Final = re.compile(
 )
 
 
+# ("retryable": false says the opposite: SI-LLM-Gateway's 503 over an upstream's overflow)
+_NOT_RETRYABLE_RE: Final = re.compile(r'"\w*retryable"\s*:\s*false', re.IGNORECASE)
+
+
 def _waits(facts: _Facts) -> bool:
     """Whether anything in an answer of status 503 or 507 speaks of waiting, load or
     readiness (``_BUSY_RE``), or a status inside it is another 5xx past 502."""
     if any(s > 502 and s not in UNAVAILABLE_STATUSES for s in facts.statuses):
         return True
-    raw = facts.raw.decode("utf-8", "replace")
+    raw = _NOT_RETRYABLE_RE.sub("", facts.raw.decode("utf-8", "replace"))
     return any(_BUSY_RE.search(text) for text in (raw, *facts.texts, *facts.codes))
 
 

@@ -88,6 +88,9 @@ _NEVER_CODES: Final = frozenset(
         "api_key_invalid",
         "billing_error",
         "content_filter",
+        # OpenAI's cap on one string's characters (a message, a tool's description, an
+        # id), however a relay classes it (LobeHub: "ExceededContextWindow")
+        "string_above_max_length",
     }
 )
 
@@ -310,7 +313,8 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
         r"request \((?P<real>{N}) tokens\) exceeds the available context size"
         r" \((?P<max>{N}) tokens\)"
     ),
-    _p(r"exceeds the available context size"),
+    # (not llama-box's "decoding exceeds ...": its full KV cache, ``_KV_SIZE_RE``)
+    _p(r"(?<!decoding )exceeds the available context size"),
     # TGI / Hugging Face / Together
     _p(
         r"inputs`? tokens \+ `?max_new_tokens`? must be <= (?P<max>{N})\.? given: (?P<real>{N})"
@@ -408,6 +412,18 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
     _p(r"range of input length should be \[1, ?(?P<max>{N})\]"),
     # Ollama (llama-server runner)
     _p(r"the prompt is longer than the context length"),
+    # Magnitude's icn-server: "prompt (P tokens) leaves no generation capacity in the
+    # effective per-sequence context (L)"
+    _p(
+        r"prompt \((?P<real>{N}) tokens\) leaves no generation capacity in the effective"
+        r" per-sequence context \((?P<max>{N})\)"
+    ),
+    # LobeHub's pre-flight: "Prompt tokens (P) leave less than C tokens for completion
+    # within the model context window (L) for model ..."
+    _p(
+        r"prompt tokens \((?P<real>{N})\) leave less than (?P<comp>{N}) tokens for completion"
+        r" within the model context window \((?P<max>{N})\)"
+    ),
     # Google's LiteRT-LM, as the Android servers that run it relay it (OlliteRT, HostAI,
     # temuxllm): "Input token ids are too long. Exceeding the maximum number of tokens
     # allowed: P >= L", with their advice after it
@@ -1310,7 +1326,11 @@ _GENERIC_STATUSES: Final = frozenset({200, 400, 413, 422, 424, 500, 502})
 # llama.cpp's "input prompt is too big compared to KV size" (and its forks', llama-box):
 # a 500 when a decode finds no KV slot, whoever filled the shared pool; only a 4xx means
 # this prompt.
-_KV_SIZE_RE: Final = _p(r"input prompt is too big compared to kv size")
+# llama-box's "decoding exceeds the available context size" is its KV-cache-full decode
+# failure, sent to every slot in flight
+_KV_SIZE_RE: Final = _p(
+    r"input prompt is too big compared to kv size|decoding exceeds the available context size"
+)
 # llama.cpp and LM Studio's "Context size has been exceeded": a 4xx, or the 500 a
 # decode gives when the prompt and its generation outgrow the context (an over-large
 # request: llama.cpp issue 19774), also llama.cpp's "context shift cannot be used for shared
@@ -1515,6 +1535,7 @@ _CODE_KEYS: Final = (
     "errorType",
     "__type",
     "code_str",  # ollamalegion's "prompt_exceeds_n_ctx"
+    "kind",  # SI-LLM-Gateway's {"error": {"code": "model_not_found", "kind": ...}}
     "error_code_str",  # rtp-llm's "511_LONG_PROMPT_ERROR"
     # DeepSeek web's hint error as DanyAPI relays it: {"message": "Content is too long. ...",
     # "finish_reason": "input_exceeds_limit"} (an error object's own; a choice's is no code)
