@@ -324,6 +324,9 @@ def test_lobehubs_envelope_is_read_by_its_upstreams_error() -> None:
         400, lobehub({"message": preflight}, "ExceededContextWindow"), wire_format="openai"
     )
     assert got == Overflow(203950, 203776)
+    # (only a body that holds an error is LobeHub's)
+    other = {"errorType": "ValidationError", "body": {"message": "Input exceeds max length"}}
+    assert detect_overflow(500, orjson.dumps(other), wire_format="openai") is None
 
 
 def test_a_gateways_kind_and_its_404_state_an_overflow() -> None:
@@ -340,10 +343,32 @@ def test_a_gateways_kind_and_its_404_state_an_overflow() -> None:
     assert detect_overflow(503, body, wire_format="openai") == Overflow(None, None)
     body = orjson.dumps({"error": {**gateway, "kind": "rate_limit"}})
     assert detect_overflow(503, body, wire_format="openai") is None
+
+    # ... and its candidates' own words under gateway_debug decide: their counts, or that
+    # no prompt fits (vLLM's max_tokens alone over the window)
+    def attempted(said: str) -> bytes:
+        reason = orjson.dumps({"object": "error", "message": said}).decode()
+        debug = {"attempts": [{"kind": "context_length_exceeded", "reason": reason}]}
+        return orjson.dumps({"error": {**gateway, "gateway_debug": debug}})
+
+    over = (
+        "This model's maximum context length is 32768 tokens. However, your messages"
+        " resulted in 33072 tokens."
+    )
+    got = detect_overflow(503, attempted(over), wire_format="openai")
+    assert got is not None and (got.real, got.maximum) == (33072, 32768)
+    output = (
+        "'max_tokens' or 'max_completion_tokens' is too large: 40000. This model's maximum"
+        " context length is 32768 tokens and your request has 120 input tokens"
+        " (40000 > 32768 - 120)."
+    )
+    assert detect_overflow(503, attempted(output), wire_format="openai") is None
     # "retryable": false is no word of waiting, true is
     sure: dict[str, Any] = {"message": "context window exceeded", "retryable": False}
     assert detect_overflow(503, orjson.dumps({"error": sure}), wire_format="openai")
     sure["retryable"] = True
+    assert detect_overflow(503, orjson.dumps({"error": sure}), wire_format="openai") is None
+    sure = {"message": "context window exceeded", "nonRetryable": False}
     assert detect_overflow(503, orjson.dumps({"error": sure}), wire_format="openai") is None
     # Kilo's gateway writes its estimate over the upstream's status, a 404 among them
     said = (
@@ -353,6 +378,12 @@ def test_a_gateways_kind_and_its_404_state_an_overflow() -> None:
     assert detect_overflow(404, kilo, wire_format="openai") == Overflow(236415, 202800)
     under = said.replace("236415", "2364")
     assert detect_overflow(404, orjson.dumps({"error": under}), wire_format="openai") is None
+    # (a total itemised with the output reservation is no prompt's count)
+    parts = (
+        "This model's maximum context length is 8192 tokens. However, you requested 9000"
+        " tokens (7000 in the messages, 2000 in the completion)."
+    )
+    assert detect_overflow(429, _error_body(parts), wire_format="openai") is None
 
 
 def test_more_servers_wordings_and_a_full_kv_cache() -> None:
@@ -381,6 +412,9 @@ def test_a_failed_jobs_record_with_streamed_output_is_no_refusal() -> None:
     assert detect_overflow(200, orjson.dumps(job), wire_format="openai") is None
     refused = orjson.dumps({**job, "output": []})
     assert detect_overflow(200, refused, wire_format="openai") == Overflow(None, None)
+    # (only a failed job's record: an error beside some other "output" list is read)
+    other = {"error": {"message": job["error"]}, "output": ["req-1"]}
+    assert detect_overflow(400, orjson.dumps(other), wire_format="openai") == Overflow(None, None)
 
 
 def test_a_status_envelopes_nested_upstream_answer_is_read() -> None:

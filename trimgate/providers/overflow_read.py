@@ -436,10 +436,13 @@ def _walk_document(doc: Any, facts: _Facts, depth: int, *, error_status: bool) -
 def _lobehub_error(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
     """LobeHub's error answer, ``{"body": {"error": <the upstream's>, "message": ...},
     "errorType": ...}``: its class and the upstream's own words, which decide."""
-    if not isinstance(doc.get("errorType"), str) or not isinstance(doc.get("body"), dict):
+    body = doc.get("body")
+    if not isinstance(doc.get("errorType"), str) or not isinstance(body, dict):
+        return False
+    if not isinstance(body.get("error"), (dict, str)):
         return False
     _walk_error(doc, facts, depth)
-    _walk_error(doc["body"], facts, depth + 1)
+    _walk_error(body, facts, depth + 1)
     return True
 
 
@@ -448,8 +451,10 @@ def _streamed_output(doc: dict[str, Any]) -> bool:
     output list of strings of a Replicate prediction (cog-vllm fails one with "E1002
     PromptTooLong" once the window fills after its first tokens)."""
     output = doc.get("output")
-    return isinstance(output, list) and any(
-        isinstance(item, str) and item for item in output[:_MAX_ITEMS]
+    return (
+        doc.get("status") == "failed"
+        and isinstance(output, list)
+        and any(isinstance(item, str) and item for item in output[:_MAX_ITEMS])
     )
 
 
@@ -1830,7 +1835,9 @@ def _prompt_alone_over(text: str) -> bool:
         if match is None:
             continue
         groups = match.groupdict()
-        real, limit = _num(groups.get("real") or groups.get("total")), _num(groups.get("max"))
+        # (a total, unitemised: one with parts may hold the output reservation)
+        counted = groups.get("real") or (None if groups.get("parts") else groups.get("total"))
+        real, limit = _num(counted), _num(groups.get("max"))
         if real is not None and limit is not None and groups.get("comp") is None:
             return real >= limit
     return False
@@ -1864,7 +1871,7 @@ _BUSY_RE: Final = re.compile(
 
 
 # ("retryable": false says the opposite: SI-LLM-Gateway's 503 over an upstream's overflow)
-_NOT_RETRYABLE_RE: Final = re.compile(r'"\w*retryable"\s*:\s*false', re.IGNORECASE)
+_NOT_RETRYABLE_RE: Final = re.compile(r'"(?:is_?)?retryable"\s*:\s*false', re.IGNORECASE)
 
 
 def _waits(facts: _Facts) -> bool:

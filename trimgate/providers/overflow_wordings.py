@@ -1550,6 +1550,10 @@ _NEST_KEYS: Final = (
     "details",
     "errors",
     "innererror",
+    # SI-LLM-Gateway's {"error": {..., "gateway_debug": {"attempts": [{"reason": <the
+    # upstream's answer>}]}}}: every candidate's own words, the last one's kind beside them
+    "gateway_debug",
+    "attempts",
     "detail",
     "status",
 )
