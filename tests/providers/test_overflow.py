@@ -4310,6 +4310,17 @@ _LEFT_MISSES: Final = {
     "hb640-llmmllab-api-anthropic-stream-empty-max-tokens-after-overflow": (
         "a stop, 0 output counted"
     ),
+    # text-generation-webui's answers when its llama.cpp server refused the prompt: empty,
+    # finished "length" (its Messages route: max_tokens, 0 output counted)
+    "hb643-textgen-llamacpp-ctx-overflow-stream-empty-length": (
+        "a stream finished length, no usage"
+    ),
+    "hb643-textgen-llamacpp-ctx-overflow-stream-usage-chunk": "a stream finished length, 0 counted",
+    "hb643-textgen-anthropic-messages-ctx-overflow-empty": "a stop, 0 output counted",
+    "hb643-textgen-anthropic-messages-stream-ctx-overflow": "a stop, 0 output counted",
+    "hb643-textgen-completions-ctx-overflow-empty-length": "legacy completions, 0 output counted",
+    "hb643-textgen-completions-stream-ctx-overflow": "legacy completions, 0 output counted",
+    "hb643-textgen-completions-stream-usage-ctx-overflow": "legacy completions, 0 output counted",
 }
 
 
@@ -4444,10 +4455,10 @@ _UNREAD: Final = frozenset(
         "hb639-a2a-gemini-route-precheck",
         "hb639-a2a-gemini-route-external-channel-overflow",
         "hb639-a2a-gemini-route-stream-precheck-sse",
-        # SI-LLM-Gateway's 503: read by its "kind", the upstream's words under
-        # gateway_debug.attempts[].reason unread
-        "hb640-si-llm-gateway-503-two-candidates-vllm-reason-truncated",
-        "hb640-si-llm-gateway-503-anthropic-upstream-prompt-too-long",
+        # Moonshot's and Kimi Code's "exceeded model token limit: L" relayed by veloera:
+        # a lone count after "limit", not read as the window (as hb619's)
+        "hb641-veloera-claude-relays-kimi-code-token-limit",
+        "hb641-veloera-relays-moonshot-8k-token-limit",
     }
 )
 
@@ -4731,7 +4742,8 @@ def test_the_generic_readers_alone_read_no_look_alike(monkeypatch: pytest.Monkey
     # (91.6%) after batch 498, 3,822 of 4,172 (91.6%) after batch 540 and 4,167 of 4,530
     # (92.0%) after batch 569, 4,496 of 4,881 (92.1%) after batch 602 and 4,696 of 5,099
     # (92.1%) after batch 624 (4,704, 92.3%, once 503s were read), 4,819 of 5,224 (92.2%)
-    # after batch 632 and 4,904 of 5,319 (92.2%) after batch 640, whose collectors went
+    # after batch 632, 4,904 of 5,319 (92.2%) after batch 640 and 4,956 of 5,381 (92.1%)
+    # after batch 647, whose collectors went
     # after servers' own wordings (release by release, server by server), which only a
     # listing reads: the floor guards the generic readers against narrowing, not the
     # data's mix against drifting
