@@ -1870,8 +1870,10 @@ _BUSY_WORDS: Final = (
     "réessay",
 )
 # ... and the ones with word boundaries or separators, searched only where a hint of them is
-_BUSY_HINTS: Final = ("flight", "load", "out", "kv", "slot", "gpu", "ready", "down", "dead")
-_BUSY_HINTS_2: Final = ("many", "limit")
+_BUSY_HINTS: Final = (
+    *("flight", "load", "out", "kv", "slot", "gpu"),
+    *("ready", "down", "dead", "many", "limit"),
+)
 _BUSY_RE: Final = re.compile(
     r"in[ -]flight|\bload(?:ing|ed)?\b|timed?[ _-]?out|\bkv|\bslots?\b|\bgpu|not[ _-]?ready"
     r"|shut[ _-]?down|\bdead\b|too[ _-]?many[ _-]?requests|rate[ _-]?limit"
@@ -1882,7 +1884,7 @@ def _busy(text: str) -> bool:
     low = text.lower()
     if any(word in low for word in _BUSY_WORDS):
         return True
-    hinted = any(hint in low for hint in _BUSY_HINTS) or any(h in low for h in _BUSY_HINTS_2)
+    hinted = any(hint in low for hint in _BUSY_HINTS)
     return hinted and _BUSY_RE.search(low) is not None
 
 
