@@ -400,6 +400,23 @@ def test_more_servers_wordings_and_a_full_kv_cache() -> None:
     )
     assert detect_overflow(500, full, wire_format="openai") is None
     assert detect_overflow(400, full, wire_format="openai") == Overflow(None, None)
+    # hf2q: a budget no slot can ever hold is an overflow, the budget slots share a wait
+    never = (
+        "Request can never fit the physical KV cache budget (needed_bytes=6442450944,"
+        " budget_bytes=4294967296): prompt + max_tokens exceeds what a slot can ever hold."
+    )
+    assert detect_overflow(400, _error_body(never), wire_format="openai") == Overflow(None, None)
+    shared = (
+        "Shared physical KV cache budget exceeded (needed_bytes=2147483648,"
+        " budget_bytes=8589934592): reduce max_tokens or shorten the prompt."
+    )
+    assert detect_overflow(429, _error_body(shared), wire_format="openai") is None
+
+
+def test_geminis_sentence_with_an_empty_count_keeps_its_window() -> None:
+    said = "The input token count () exceeds the maximum number of tokens allowed (131072)."
+    body = orjson.dumps({"error": {"code": 400, "message": said, "status": "INVALID_ARGUMENT"}})
+    assert detect_overflow(400, body, wire_format="gemini") == Overflow(None, 131072)
 
 
 def test_a_failed_jobs_record_with_streamed_output_is_no_refusal() -> None:

@@ -303,7 +303,7 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
     _p(r"^context reduction is suggested\.?\s*$"),
     # Gemini / Vertex
     _p(
-        r"input token count(?: \((?P<real>{N})\))? exceeds the maximum number of tokens"
+        r"input token count(?: \((?P<real>{N})?\))? exceeds the maximum number of tokens"
         r" allowed(?: \(?(?P<max>{N})\)?)?"
     ),
     # xAI
@@ -507,6 +507,10 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
     _p(r"\bprefill (?P<real>{N}) tokens exceed n_ctx_per_seq\b"),
     # ZhiLight: "Input tokens are too long: P"
     _p(r"input tokens are too long: (?P<real>{N})"),
+    # hf2q: "Request can never fit the physical KV cache budget (needed_bytes=..., ...):
+    # prompt + max_tokens exceeds what a slot can ever hold" (its 429 for the budget the
+    # slots share, "Shared physical KV cache budget exceeded", clears by waiting)
+    _p(r"\brequest can never fit the physical kv cache budget\b"),
     # SGLang >= 0.5.21: a prompt over the whole KV cache
     _p(r"request prompt exceeds the kv memory budget(?:: input_len=(?P<real>{N}))?"),
     # Xinference 4.1: "Prompt has P tokens, but context_length is L; at least one output token
