@@ -400,6 +400,14 @@ def test_more_servers_wordings_and_a_full_kv_cache() -> None:
     )
     assert detect_overflow(500, full, wire_format="openai") is None
     assert detect_overflow(400, full, wire_format="openai") == Overflow(None, None)
+    # Qianfan v2's cap on the whole input, in characters: no count to trim by
+    qianfan = {"code": "invalid_argument", "message": "input characters limit is 256000"}
+    got = detect_overflow(400, orjson.dumps({"error": qianfan}), wire_format="openai")
+    assert got == Overflow(None, None)
+    # a Tinker proxy's Anthropic sentence names the window, and refuses a prompt near it
+    near = "prompt is too long: 32741 tokens > 32768 context window"
+    read = detect_overflow(400, _error_body(near), wire_format="anthropic")
+    assert read is not None and (read.real, read.maximum, read.whole) == (32741, 32768, True)
     # hf2q: a budget no slot can ever hold is an overflow, the budget slots share a wait
     never = (
         "Request can never fit the physical KV cache budget (needed_bytes=6442450944,"
@@ -2292,6 +2300,39 @@ def test_a_line_stating_an_overflow_with_its_counts_as_the_whole_reply_is_read()
     ):
         reply = {"choices": [{"message": {"content": text}, "finish_reason": "length"}]}
         assert detect_overflow(200, orjson.dumps(reply), wire_format="openai") is None, text
+
+
+def test_a_servers_error_line_finished_as_a_model_would_is_read_when_nothing_was_output() -> None:
+    # LLMPlayer answers a prompt over its window with a whole reply, "Error: <its refusal>",
+    # finished "stop" (Messages: "end_turn"), whose usage counts the prompt and no output
+    said = "Error: prompt too long (2311 tokens, max 2047)"
+    spent = {"prompt_tokens": 2311, "completion_tokens": 0, "total_tokens": 2311}
+    assert detect_overflow(200, _whole_reply(said, "stop", spent), wire_format="openai") == (
+        Overflow(2311, 2047)
+    )
+    block = {"type": "text", "text": said}
+    message: dict[str, Any] = {
+        "type": "message",
+        "role": "assistant",
+        "content": [block],
+        "stop_reason": "end_turn",
+        "usage": {"input_tokens": 2311, "output_tokens": 0},
+    }
+    read = detect_overflow(200, orjson.dumps(message), wire_format="anthropic")
+    assert read is not None and (read.real, read.maximum) == (2311, 2047)
+    # output counted, no prompt counted, no usage, a refusal without both counts, or more
+    # than the one line: a model may have written it
+    for other in (
+        _whole_reply(said, "stop", {**spent, "completion_tokens": 14}),
+        _whole_reply(said, "stop", {**spent, "prompt_tokens": 0}),
+        _whole_reply(said, "stop"),
+        _whole_reply("Error: prompt too long.", "stop", spent),
+        _whole_reply(said + "\nShorten it.", "stop", spent),
+        _whole_reply("prompt too long (2311 tokens, max 2047)", "stop", spent),
+        orjson.dumps({**message, "usage": {"input_tokens": 2311, "output_tokens": 9}}),
+        orjson.dumps({**message, "content": [block, block]}),
+    ):
+        assert detect_overflow(200, other, wire_format="openai") is None, other
 
 
 def test_an_upstreams_refusal_as_a_reply_that_counted_nothing_is_read() -> None:

@@ -730,6 +730,7 @@ def _error_as_reply(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
         or _bracketed_error(doc, facts, depth)
         or _error_line_reply(doc, facts, depth)
         or _uncounted_reply(doc, facts, depth)
+        or _unwritten_error_line(doc, facts, depth)
     )
 
 
@@ -826,28 +827,62 @@ def _uncounted_reply(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
     a usage on every answer, so the text must be the provider's message as it came: one
     line, nothing quoted, that states an overflow with both its counts (a model's answer
     about such an error quotes it, or says more). Read as an error's message."""
-    if doc.get("choices") is not None:
-        choice = _sole_length_choice(doc)
-        if choice is None:
-            return False
-        message = choice["message"]
-        if any(map(message.get, ("tool_calls", "function_call"))):
-            return False
-        text = message.get("content")
-    elif doc.get("type") == "message" and doc.get("stop_reason") == "max_tokens":
-        content = doc.get("content")
-        if not isinstance(content, list) or len(content) != 1:
-            return False
-        block = content[0]
-        is_text = isinstance(block, dict) and block.get("type") == "text"
-        text = block.get("text") if is_text else None
-    else:
+    text, finish = _sole_text(doc)
+    if finish != "length" or not isinstance(text, str):
         return False
-    if not isinstance(text, str) or not _counted_nothing(doc.get("usage")):
+    if not _counted_nothing(doc.get("usage")):
         return False
     if len(text) > MAX_REPLY_READ or not _as_sent(text):
         return False
     return _add_counted(text, facts, depth)
+
+
+def _unwritten_error_line(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
+    """A server's refusal as a whole answer finished as a model's would ("stop",
+    "end_turn"): one text, "Error: <an overflow with both its counts>", and a usage that
+    counts the prompt and no output token, so no model wrote it (LLMPlayer answers a
+    prompt over its window so on its chat and Messages routes, "Error: prompt too long
+    (2311 tokens, max 2047)"). Read as an error's message."""
+    text, finish = _sole_text(doc)
+    if finish != "stop" or not isinstance(text, str) or len(text) > MAX_REPLY_READ:
+        return False
+    usage = doc.get("usage")
+    if not isinstance(usage, dict) or not _counts_no_completion(usage):
+        return False
+    prompt = usage.get("prompt_tokens", usage.get("input_tokens"))
+    if type(prompt) is not int or prompt <= 0:
+        return False
+    match = _ERROR_LINE_RE.fullmatch(html.unescape(text.rstrip()))
+    return match is not None and _add_counted(match.group(1), facts, depth)
+
+
+# an Anthropic message's stop reasons as a completion's finish reasons
+_STOP_AS_FINISH: Final = {"max_tokens": "length", "end_turn": "stop"}
+
+
+def _sole_text(doc: dict[str, Any]) -> tuple[Any, Any]:
+    """A whole answer's one reply text and how it finished: a completion's only choice's
+    message (no tool call beside it), or an Anthropic message's one text block (its stop
+    reason as a completion's finish reason); (None, None) for any other answer."""
+    if doc.get("choices") is not None:
+        choices = doc["choices"]
+        if not isinstance(choices, list) or len(choices) != 1:
+            return None, None
+        choice = choices[0]
+        message = choice.get("message") if isinstance(choice, dict) else None
+        if not isinstance(message, dict):
+            return None, None
+        if any(map(message.get, ("tool_calls", "function_call"))):
+            return None, None
+        return message.get("content"), choice.get("finish_reason")
+    content = doc.get("content")
+    if doc.get("type") != "message" or not isinstance(content, list) or len(content) != 1:
+        return None, None
+    block = content[0]
+    if not isinstance(block, dict) or block.get("type") != "text":
+        return None, None
+    stop = doc.get("stop_reason")
+    return block.get("text"), _STOP_AS_FINISH.get(stop, stop) if isinstance(stop, str) else None
 
 
 def _as_sent(text: str) -> bool:

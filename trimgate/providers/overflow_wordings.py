@@ -39,6 +39,7 @@ _HINTS: Final = (
     b"seq_len",  # "P > max_seq_len(L)" (rtp-llm)
     b"model_len",  # max_model_len
     b"text bytes",  # Bedrock's "too many total text bytes"
+    b"characters limit",  # Qianfan v2: "input characters limit is N"
     # Chinese wordings: "超" (exceed, as in 超过/超出/超长/超限), "过长"/"太长" (too long),
     # raw UTF-8 or as the JSON escapes an ASCII-only encoder writes.
     "超".encode(),
@@ -290,7 +291,11 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
     _p(r"requested token count exceeds the model'?s maximum context length of (?P<max>{N}) tokens"),
     _p(r"maximum context length (?:has been|was) exceeded"),
     # Anthropic (also through Bedrock, Vertex, OpenRouter, LiteLLM)
-    _p(r"prompt is too long: (?P<real>{N}) tokens > (?P<max>{N}) maximum(?P<whole>)"),
+    # (a Tinker proxy's: "... > M context window")
+    _p(
+        r"prompt is too long: (?P<real>{N}) tokens > (?P<max>{N})"
+        r" (?:maximum|context window)(?P<whole>)"
+    ),
     # Ollama (newer)
     _p(r"prompt is too long: (?P<real>{N}), model maximum context length: (?P<max>{N})"),
     _p(
@@ -437,6 +442,9 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
     _p(r"context window exceeds limit"),
     # Baidu Qianfan / ERNIE
     _p(r"\bprompt tokens too long\b"),
+    # its v2 API's cap on the whole input, in characters (its code says as much in v1,
+    # ``characters_too_long``), as the whole message: a count in characters is no window
+    _p(r"^input characters limit is {N}\.?\s*$"),
     # GitHub Models / Azure AI model inference (code tokens_limit_reached, HTTP 413): the
     # tier's per-request input limit, which a shorter prompt meets
     _p(r"request body too large for (?:.{0,120}? )?model\. max size: (?P<max>{N}) tokens"),
@@ -1452,6 +1460,8 @@ _COUNT_RE: Final = re.compile(_COUNT_N, re.ASCII)  # "上限4096": a count besid
 # (10000000 tokens)", "the maximum context length is 8192 tokens", "Token length exceeds
 # max length of 32768"
 _LIMIT_ONLY_RE: Final = _p(
+    # (not a cap in characters or bytes: "input characters limit is 256000", Qianfan's)
+    r"(?<!characters )(?<!chars )(?<!bytes )"
     r"\b(?:limit|maximum|max|window|context (?:length|size)|max(?:imum)? length"
     # a setting's name: "prepared prompt exceeds Engine max_context 196608" (ninfer-serve)
     r"|max_(?:context|ctx|model_len|seq_len)(?:_?(?:length|len|size|tokens))?)\b"
