@@ -2452,9 +2452,28 @@ def test_an_empty_reply_finished_length_before_any_output_is_an_overflow() -> No
         ),
     ):
         assert detect_overflow(200, other, wire_format="openai") is None, other
-    # a stream's last chunk so (its text came before) is no such reply
-    last = {"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}], "usage": counted}
-    assert detect_stream_overflow(_sse(last), wire_format="openai") is None
+    # streamed (LlamaEdge, text-generation-webui): the stop before any output, its usage in
+    # its chunk or the next, whatever the request's output limit, as the whole reply is
+    stop = {"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}
+    usage = {"choices": [], "usage": counted}
+    opener = {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}
+    for stream in (
+        _sse({**stop, "usage": counted}),
+        _sse(opener) + _sse(stop) + _sse(usage) + b"data: [DONE]\n\n",
+        _sse(stop) + b": keep-alive\n\n" + _sse(usage),
+    ):
+        assert detect_stream_overflow(stream, wire_format="openai") == Overflow(None, None)
+    # ... not after text, nor with a usage that counts more, or none, or a cached prompt
+    text = {"choices": [{"index": 0, "delta": {"content": "Hi"}}]}
+    for stream in (
+        _sse(text) + _sse({**stop, "usage": counted}),
+        _sse(stop) + _sse({"choices": [], "usage": {**counted, "completion_tokens": 512}}),
+        _sse(stop) + _sse({"choices": [], "usage": {**counted, "total_tokens": 2451}}),
+        _sse(stop) + b"data: [DONE]\n\n",
+        _sse(stop),
+        _sse(stop) + _sse({"choices": [], "usage": {**counted, **thought}}),
+    ):
+        assert detect_stream_overflow(stream, wire_format="openai") is None, stream
 
 
 def test_an_openai_format_window_stop_with_nothing_said_is_an_overflow() -> None:
@@ -4373,7 +4392,6 @@ _LEFT_MISSES: Final = {
     "hb643-textgen-llamacpp-ctx-overflow-stream-empty-length": (
         "a stream finished length, no usage"
     ),
-    "hb643-textgen-llamacpp-ctx-overflow-stream-usage-chunk": "a stream finished length, 0 counted",
     "hb643-textgen-anthropic-messages-ctx-overflow-empty": "a stop, 0 output counted",
     "hb643-textgen-anthropic-messages-stream-ctx-overflow": "a stop, 0 output counted",
     "hb643-textgen-completions-ctx-overflow-empty-length": "legacy completions, 0 output counted",

@@ -796,6 +796,62 @@ async def test_an_unlimited_stop_is_read_however_the_stream_ends(
     await _retried_stream(make_stack, frames)
 
 
+_PROMPT_ONLY = {"prompt_tokens": 9000, "completion_tokens": 0, "total_tokens": 9000}
+
+
+@pytest.mark.parametrize(
+    "frames",
+    [
+        # LlamaEdge: the stop with no usage, then OpenAI's usage chunk counting the prompt alone
+        [
+            *sse_data(ROLE, {"choices": [_LENGTH_STOP]}),
+            *sse_data({"choices": [], "usage": _PROMPT_ONLY}),
+            b"data: [DONE]\n\n",
+        ],
+        # the usage on the stop itself; the usage as the stream's last bytes
+        [*sse_data(ROLE, {"choices": [_LENGTH_STOP], "usage": _PROMPT_ONLY}), b"data: [DONE]\n\n"],
+        [
+            *sse_data(ROLE, {"choices": [_LENGTH_STOP]}),
+            b": keep-alive\n\n",
+            b"data: " + orjson.dumps({"choices": [], "usage": _PROMPT_ONLY}),
+        ],
+    ],
+    ids=["usage-chunk", "usage-on-stop", "usage-last"],
+)
+async def test_a_limited_stop_whose_usage_counts_the_prompt_alone_is_retried(
+    make_stack: MakeStack, frames: list[bytes]
+) -> None:
+    # whatever the output limit, an answer that stopped at "length" counting no output
+    # token and nothing past the prompt was stopped by the window, streamed as whole
+    fake = FakeProvider().then(Reply(events=frames, event_delay=0.001), ok_stream())
+    stack = await make_stack(fake)
+    body = openai_chat(8, model="gpt-4o", stream=True, max_tokens=64)
+    resp = await stack.client.post("/v1/chat/completions", json=body)
+    assert resp.status == 200 and len(fake.requests) == 2 and b"fine" in await resp.read()
+    assert resp.headers["x-trimgate-reason"] == "reactive"
+    assert len(fake.requests[1].body) < len(fake.requests[0].body)
+
+
+async def test_a_limited_stop_whose_usage_counts_more_is_the_answer(make_stack: MakeStack) -> None:
+    # hidden reasoning counted (as output, in the total or in its details), a cached
+    # prompt, no usage at all: a model may have spent the limit; the answer as it came
+    stop = {"choices": [_LENGTH_STOP]}
+    done = b"data: [DONE]\n\n"
+    for usage in (
+        {**_PROMPT_ONLY, "completion_tokens": 64, "total_tokens": 9064},
+        {**_PROMPT_ONLY, "total_tokens": 9064},
+        {**_PROMPT_ONLY, "completion_tokens_details": {"reasoning_tokens": 64}},
+        {**_PROMPT_ONLY, "prompt_tokens_details": {"cached_tokens": 8000}},
+        None,
+    ):
+        frames = [*sse_data(ROLE, stop, {"choices": [], "usage": usage}), done]
+        fake = FakeProvider().then(Reply(events=frames, event_delay=0.001))
+        stack = await make_stack(fake)
+        body = openai_chat(8, model="gpt-4o", stream=True, max_tokens=64)
+        resp = await stack.client.post("/v1/chat/completions", json=body)
+        assert await resp.read() == b"".join(frames) and len(fake.requests) == 1, usage
+
+
 async def test_only_the_first_answer_stopped_before_output_is_read(
     make_stack: MakeStack,
 ) -> None:

@@ -67,6 +67,7 @@ from trimgate.providers.overflow_read import (
     _walk_document,
     bracketed_error,
     fields_fill_window,
+    prompt_only_usage,
     reply_overflow,
     reply_text,
 )
@@ -671,14 +672,25 @@ def detect_stream_overflow(
     ``type: error``, ``response.failed``, a choice with ``finish_reason: "error"``) is
     read like an error body, an event with output means no overflow. A first reply in
     an overflow's words is held: an error after it decides, and so does an Anthropic
-    ``message_delta`` that counts no output token (the reply was the error).
+    ``message_delta`` that counts no output token (the reply was the error). A chat
+    stream's stop at "length" before any output is one when its usage, in its own chunk
+    or the next, counts the prompt alone (``stop_usage_counts_prompt_only``).
     ``wire_format`` is accepted for symmetry with ``detect_overflow``.
     """
     head = data[:MAX_BYTES]
     if not head:
         return None
     held, worded = "", None
+    stopped = False  # a stop before any output whose usage is yet unsaid
     for name, payload in _events(head):
+        if stopped and payload is not None and payload.strip():  # the next event decides
+            return Overflow(None, None) if stop_usage_counts_prompt_only(payload) else None
+        if not held and payload is not None and _chat_stop(payload):
+            counted = stop_usage_counts_prompt_only(payload)
+            if counted is not None:
+                return Overflow(None, None) if counted else None
+            stopped = True
+            continue
         verdict, found = _event_verdict(name, payload, patterns, held)
         if verdict == OUTPUT:
             return found
@@ -784,10 +796,37 @@ def unspent_usage(data: bytes) -> bool | None:
     return _usage_unspent(doc) if isinstance(doc, dict) else None
 
 
-def _usage_unspent(doc: dict[str, Any]) -> bool | None:
+def _chat_stop(payload: bytes) -> bool:
+    """Whether an event's data is a chat chunk's stop before any output
+    (``detect_unspent_stop``): a choice with a delta (a legacy completion's has none, and
+    is not trimmed)."""
+    if detect_unspent_stop(payload) is None:
+        return False
+    doc = _event_doc(payload)
+    return isinstance(doc, dict) and "delta" in doc["choices"][0]
+
+
+def stop_usage_counts_prompt_only(data: bytes) -> bool | None:
+    """What the usage of one SSE event block says of a stop before any output
+    (``detect_unspent_stop``) whatever the request's output limit: True when it counts a
+    prompt alone (``prompt_only_usage``), as a whole answer so finished is read
+    (LlamaEdge and text-generation-webui stream that stop, then the usage in a chunk of
+    its own), False when it counts anything else, None when the event states no usage."""
+    doc = _event_doc(data) if data and len(data) <= MAX_BYTES else None
+    usage = _usage(doc) if isinstance(doc, dict) else None
+    return None if usage is None else prompt_only_usage(usage)
+
+
+def _usage(doc: dict[str, Any]) -> Any:
+    """An answer's or chunk's usage (Groq's under ``x_groq``); None when it states none."""
     usage = doc.get("usage")
     if usage is None and isinstance(doc.get("x_groq"), dict):
         usage = doc["x_groq"].get("usage")
+    return usage
+
+
+def _usage_unspent(doc: dict[str, Any]) -> bool | None:
+    usage = _usage(doc)
     if usage is None:
         return None
     if not isinstance(usage, dict) or not _is_zero(usage.get("completion_tokens")):

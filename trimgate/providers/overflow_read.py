@@ -654,19 +654,24 @@ def _empty_length_reply(doc: dict[str, Any]) -> bool:
     """A look-alike of that stop finished "length": LMDeploy (to 0.9) answers a prompt that
     leaves no room in its session ("run out of tokens") as one whole completion whose text
     is empty and which holds nothing else (no tool call, reasoning, refusal, audio or
-    log-probabilities), finished "length", whose usage counts the prompt, no output token
-    and nothing beyond (a total above the prompt, reasoning counted apart, as gateways
-    over Gemini write when thinking spent a small max_tokens) and no cached prompt (a
-    cache's replay): a model stops at its output limit only after writing something."""
-    choice = _sole_length_choice(doc)
+    log-probabilities), finished "length", whose usage counts the prompt alone
+    (``prompt_only_usage``): a model stops at its output limit only after writing
+    something."""
+    choice = _sole_choice(doc, "length")
     if choice is None or choice.get("index", 0) != 0 or choice.get("logprobs"):
         return False
-    message = choice["message"]
-    if message.get("content") != "":
+    message = choice.get("message")
+    if not isinstance(message, dict) or message.get("content") != "":
         return False
     if any(value for key, value in message.items() if key not in ("role", "content")):
         return False
-    usage = doc.get("usage")
+    return prompt_only_usage(doc.get("usage"))
+
+
+def prompt_only_usage(usage: Any) -> bool:
+    """A usage that counts a prompt, no output token, nothing beyond the prompt (a total
+    above it: reasoning counted apart, as gateways over Gemini write when thinking spent a
+    small max_tokens) and no cached prompt (a cache's replay)."""
     if not isinstance(usage, dict):
         return False
     prompt = usage.get("prompt_tokens")
@@ -677,13 +682,6 @@ def _empty_length_reply(doc: dict[str, Any]) -> bool:
     details = [usage.get("completion_tokens_details"), usage.get("prompt_tokens_details")]
     output_details, prompt_details = (d if isinstance(d, dict) else {} for d in details)
     return not any(output_details.values()) and not prompt_details.get("cached_tokens")
-
-
-def _sole_length_choice(doc: dict[str, Any]) -> dict[str, Any] | None:
-    """A whole completion's only choice, finished "length", with its message; None for any
-    other answer."""
-    choice = _sole_choice(doc, "length")
-    return choice if choice is not None and isinstance(choice.get("message"), dict) else None
 
 
 def _sole_choice(doc: dict[str, Any], finish_reason: str) -> dict[str, Any] | None:

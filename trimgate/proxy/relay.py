@@ -38,6 +38,7 @@ from trimgate.providers.overflow import (
     detect_unspent_stop,
     may_state_error,
     states_envelope_error,
+    stop_usage_counts_prompt_only,
     stream_event_output,
     unspent_usage,
 )
@@ -242,12 +243,12 @@ async def _hold_stream(
             if _unfixable_event(block):
                 return bytes(buf), None, True
             if unspent is not None:  # a stop that stated no usage: what follows decides
-                if (stands := _unspent_stop_stands(block)) is None:
+                if (stands := _unspent_stop_stands(block, uncapped)) is None:
                     continue
                 return bytes(buf), unspent if stands else None, False
-            if uncapped and not held and (found := detect_unspent_stop(block)) is not None:
-                if unspent_usage(block) is not None:
-                    return bytes(buf), found, False
+            if not held and (found := detect_unspent_stop(block)) is not None:
+                if (counted := _stop_usage(block, uncapped)) is not None:
+                    return bytes(buf), found if counted else None, False
                 unspent = found
                 continue
             said = stream_event_output(block, held=held)
@@ -258,7 +259,7 @@ async def _hold_stream(
             if said in HELD_REPLIES:
                 held = said
         if len(buf) > STREAM_HOLD_LIMIT:
-            return bytes(buf), unspent, False
+            return bytes(buf), unspent if uncapped else None, False
         chunk = await resp.readany()
         if not chunk:  # the stream ended before any output
             tail = bytes(buf[scanned:])  # a last event without its blank line
@@ -269,9 +270,13 @@ async def _hold_stream(
                 )
                 unfixable = found is None and _unfixable_event(tail)
             if found is None and not unfixable and unspent is not None:
-                return bytes(buf), None if _unspent_stop_stands(tail) is False else unspent, False
-            if found is None and not unfixable and tail.strip() and uncapped and not held:
-                found = detect_unspent_stop(tail)
+                stands = _unspent_stop_stands(tail, uncapped, ended=True)
+                return bytes(buf), unspent if stands else None, False
+            if found is None and not unfixable and tail.strip() and not held:
+                found = detect_unspent_stop(tail)  # the stream's last event
+                counted = _stop_usage(tail, uncapped) if found is not None else None
+                if found is not None and not (uncapped if counted is None else counted):
+                    found = None
             if found is None and not unfixable:  # bare text: an error written raw into it
                 found = codec.detect_bare_stream_overflow(bytes(buf), patterns)
             return bytes(buf), found, unfixable
@@ -279,18 +284,28 @@ async def _hold_stream(
         buf += chunk
 
 
-def _unspent_stop_stands(block: bytes) -> bool | None:
+def _stop_usage(block: bytes, uncapped: bool) -> bool | None:
+    """What a usage in ``block`` says of a stop before any output: for a request that set
+    no output limit (``uncapped``), that it counts no output (``unspent_usage``); for any
+    other, that it counts the prompt alone (``stop_usage_counts_prompt_only``), as a whole
+    answer so finished is read. None when ``block`` states no usage."""
+    return (unspent_usage if uncapped else stop_usage_counts_prompt_only)(block)
+
+
+def _unspent_stop_stands(block: bytes, uncapped: bool, *, ended: bool = False) -> bool | None:
     """Whether a stop before any output that stated no usage stays an overflow after
     this event (no error: the caller read those for themselves): a usage (OpenAI's chunk
-    after the stop) that counts none, or [DONE], leaves it one (True); a usage that
-    counts output, or another choice's output, makes it a normal answer (False); a
-    comment or an empty event waits for the next (None)."""
-    counted = unspent_usage(block)
+    after the stop) decides (``_stop_usage``); [DONE], or the stream's end (``ended``),
+    leaves it one only for an uncapped request; another choice's output makes it a
+    normal answer (False); a comment or an empty event waits for the next (None)."""
+    counted = _stop_usage(block, uncapped)
     if counted is not None:
         return counted
     if _DONE_RE.fullmatch(block) is not None:
-        return True
-    return False if stream_event_output(block) == OUTPUT else None
+        return uncapped
+    if stream_event_output(block) == OUTPUT:
+        return False
+    return uncapped if ended else None
 
 
 _DONE_RE = re.compile(rb"\s*data:[ \t]*\[DONE\]\s*")
