@@ -4397,6 +4397,36 @@ _LEFT_MISSES: Final = {
     "hb643-textgen-completions-ctx-overflow-empty-length": "legacy completions, 0 output counted",
     "hb643-textgen-completions-stream-ctx-overflow": "legacy completions, 0 output counted",
     "hb643-textgen-completions-stream-usage-ctx-overflow": "legacy completions, 0 output counted",
+    # Ollama's empty answers when the prompt filled its default window, counting 1 output
+    # token (the counts illustrative; one in its native /api/chat shape)
+    "hb654-ollama-v1-stream-empty-length-window-full": "an empty answer, 1 token",
+    "hb654-ollama-v1-nonstream-empty-length-window-full": "an empty answer, 1 token",
+    "hb654-ollama-anthropic-messages-empty-max-tokens-window-full": "an empty answer, 1 token",
+    "hb654-ollama-native-api-chat-empty-length-window-full": "an empty answer, 1 token",
+    # Xinference 4.1's qwen-omni: "Prompt leaves 1 output token(s) within context_length L;
+    # audio generation needs at least 2 thinker tokens"
+    "hb659-xinference41-anthropic-qwen-omni-thinker-tokens": "one model's room for audio",
+    "hb660-reachd-input-too-large-chars": _CHARACTERS,
+    # LLMPlayer's refusal of a prompt at the window states two equal counts: no deficit
+    "hb660-llmplayer-openai-200-error-prompt-too-long-at-limit": "a reply that is the error, N = N",
+    # NeMo Gym answers a vLLM overflow with an empty reply and no usage in every format
+    # (Messages: max_tokens, 0 and 0 counted), as a reasoning model that spent max_tokens
+    "hb664-nemogym-chat-empty-length-after-vllm-overflow": "an empty answer, no usage",
+    "hb664-nemogym-chat-sse-empty-length-after-vllm-overflow": (
+        "a stream finished length, no usage"
+    ),
+    "hb664-nemogym-responses-incomplete-empty-after-vllm-overflow": "an empty answer, no usage",
+    "hb664-nemogym-responses-sse-incomplete-empty-after-vllm-overflow": (
+        "an empty answer, no usage"
+    ),
+    "hb664-nemogym-messages-empty-max-tokens-after-vllm-overflow": "a stop, 0 output counted",
+    "hb664-nemogym-messages-sse-empty-max-tokens-after-vllm-overflow": "a stop, 0 output counted",
+    # Inspect AI's bridge writes OpenAI's three sentences as the reply: a reply that says
+    # more than one sentence may be a model's
+    "hb664-inspect-bridge-chat-200-length-openai-overflow-text": "a reply of three sentences",
+    # a Foundry proxy's Messages stream whose one text is "Error from upstream: 400 - {...}",
+    # closed with only 0 output tokens stated (the input counted 0): a server counting nothing
+    "hb667-atikur01-foundry-stream-error-as-text": "a reply that is the error, 0 and 0",
 }
 
 
@@ -4535,6 +4565,34 @@ _UNREAD: Final = frozenset(
         # a lone count after "limit", not read as the window (as hb619's)
         "hb641-veloera-claude-relays-kimi-code-token-limit",
         "hb641-veloera-relays-moonshot-8k-token-limit",
+        # Cohere's "size limit exceeded by E tokens ... The limit for this model is L": read
+        # as a prompt of E + L, the label states the limit alone (the same deficit)
+        "hb648-cohere-713295-288000",
+        # a total with the output reservation in it, against the whole window: the same
+        # deficit as the prompt against the window less the reservation
+        "hb649-summarizing-proxy-reject",
+        "hb653-tabbyapi-initial-allocation",
+        # AFM's fallback "has 0 tokens" when its parser found no count: read as 0 (the retry
+        # takes no deficit from it); its stream's window stated as advice, unread
+        "hb656-afm-foundation-context-window-unparsed-count",
+        "hb656-afm-stream-context-window-generic-4096",
+        # an empty stop whose usage counts the prompt: a usage's count is not the overflow's
+        "hb656-llamaedge-prompt-too-long-empty-length-nonstream",
+        "hb656-llamaedge-stream-prompt-too-long-usage-done",
+        "hb656-llamaedge-tool-stream-prompt-too-long-empty",
+        # "Prompt length (32768 tokens) exceeds context window (32768 tokens)": equal counts
+        "hb660-truellm-openai-prompt-length-equals-context-window",
+        # reachd's "prompt exceeds 32000 tokens (approx)": a lone count after "exceeds"
+        "hb660-reachd-prompt-exceeds-approx-tokens",
+        # Workers AI's "input and maximum output tokens (N) exceeded ... limit (L)": a sum
+        # with the output, never guessed at
+        "hb661-cloudflare-3010-aierror-35000-over-24000",
+        "hb661-workers-ai-rest-5021-900047-over-32000",
+        "hb661-workers-ai-rest-5021-155740-over-128000",
+        "hb661-workers-ai-binding-5021-49534-over-32000",
+        # "... the prompt is too long: N tokens (prompt + generation budget)": a total with
+        # the output in it, never guessed at
+        "hb668-freetoken-fork-preflight-max-context-and-prompt-too-long",
     }
 )
 
