@@ -760,6 +760,19 @@ def test_an_answer_stopped_at_length_before_any_output_is_an_unspent_stop() -> N
     # LMDeploy's interactive session counts the history it keeps: not the request's
     kept = {"prompt_tokens": 23, "total_tokens": 8223, "completion_tokens": 0}
     assert detect_unspent_stop(orjson.dumps({**whole, "usage": kept})) is None
+    # one token counted with nothing written (RKLLM's floor, the token Ollama's full window
+    # left) is unspent too; two, or one beside a larger total, is not
+    one = {"prompt_tokens": 4095, "completion_tokens": 1, "total_tokens": 4096}
+    assert detect_unspent_stop(orjson.dumps({**whole, "usage": one})) == Overflow(None, None)
+    untotalled = {"prompt_tokens": 4095, "completion_tokens": 1}
+    assert detect_unspent_stop(orjson.dumps({**whole, "usage": untotalled}))
+    for spent in (
+        {**one, "completion_tokens": 2, "total_tokens": 4097},
+        {**one, "total_tokens": 4200},
+        {**one, "completion_tokens": 1.0},
+        {"completion_tokens": 1},
+    ):
+        assert detect_unspent_stop(orjson.dumps({**whole, "usage": spent})) is None, spent
     # a stream's usage, in a chunk of its own after the stop (OpenAI's) or Groq's x_groq
     counted = {"prompt_tokens": 4000, "completion_tokens": 512, "total_tokens": 4512}
     for doc, said_usage in (

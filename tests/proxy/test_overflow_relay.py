@@ -787,8 +787,14 @@ async def test_an_unlimited_answer_stopped_after_output_is_the_answer(
         [*sse_data(ROLE), b"data: " + orjson.dumps({"choices": [_LENGTH_STOP]})],
         # an error after the stop is read for itself (its counts aim the retry)
         [*sse_data(ROLE, {"choices": [_LENGTH_STOP]}, ERROR_EVENT), b"data: [DONE]\n\n"],
+        # Ollama: the one token a full window left counted, nothing written
+        [
+            *sse_data(ROLE, {"choices": [_LENGTH_STOP]}),
+            *sse_data({"choices": [], "usage": {"prompt_tokens": 4095, "completion_tokens": 1}}),
+            b"data: [DONE]\n\n",
+        ],
     ],
-    ids=["usage-chunk", "no-blank-line", "error-after"],
+    ids=["usage-chunk", "no-blank-line", "error-after", "one-token"],
 )
 async def test_an_unlimited_stop_is_read_however_the_stream_ends(
     make_stack: MakeStack, frames: list[bytes]

@@ -787,7 +787,8 @@ def detect_unspent_stop(data: bytes) -> Overflow | None:
 
 def unspent_usage(data: bytes) -> bool | None:
     """What the usage of one SSE event block or whole answer says of its output: True
-    when it counts no output token and nothing beyond the prompt, False when it counts
+    when it counts no output token (or one, with nothing written) and nothing beyond the
+    prompt and it, False when it counts
     more (hidden reasoning counted, or LMDeploy's interactive session counting the
     history it keeps itself, which no trim of the request shortens), None when the event
     states no usage: OpenAI's, and its relays', comes in a chunk of its own after the one
@@ -829,10 +830,16 @@ def _usage_unspent(doc: dict[str, Any]) -> bool | None:
     usage = _usage(doc)
     if usage is None:
         return None
-    if not isinstance(usage, dict) or not _is_zero(usage.get("completion_tokens")):
+    if not isinstance(usage, dict):
         return False
-    prompt = usage.get("prompt_tokens")
-    return usage.get("total_tokens", prompt) == prompt
+    output, prompt = usage.get("completion_tokens"), usage.get("prompt_tokens")
+    if _is_zero(output):
+        return usage.get("total_tokens", prompt) == prompt
+    # one token counted and nothing written: a server's floor (RKLLM's max(1, n)), or the
+    # one token a full window left (Ollama); the total no more than the prompt and it
+    if type(output) is not int or output != 1 or type(prompt) is not int:
+        return False
+    return bool(usage.get("total_tokens", prompt + 1) == prompt + 1)
 
 
 def _event_doc(data: bytes) -> Any:
