@@ -400,6 +400,10 @@ def test_more_servers_wordings_and_a_full_kv_cache() -> None:
     )
     assert detect_overflow(500, full, wire_format="openai") is None
     assert detect_overflow(400, full, wire_format="openai") == Overflow(None, None)
+    # a cap in characters names no window, singular or plural
+    chars = "Input is too long: exceeds the character limit of 100000"
+    got = detect_overflow(400, _error_body(chars), wire_format="openai")
+    assert got is None or got.maximum is None
     # Qianfan v2's cap on the whole input, in characters: no count to trim by
     qianfan = {"code": "invalid_argument", "message": "input characters limit is 256000"}
     got = detect_overflow(400, orjson.dumps({"error": qianfan}), wire_format="openai")
@@ -2344,6 +2348,21 @@ def test_a_servers_error_line_finished_as_a_model_would_is_read_when_nothing_was
         _whole_reply("prompt too long (2311 tokens, max 2047)", "stop", spent),
         orjson.dumps({**message, "usage": {"input_tokens": 2311, "output_tokens": 9}}),
         orjson.dumps({**message, "content": [block, block]}),
+        # a cache's replay, a total above the prompt, reasoning beside the text: a model's
+        _whole_reply(said, "stop", {**spent, "prompt_tokens_details": {"cached_tokens": 9}}),
+        _whole_reply(said, "stop", {**spent, "total_tokens": 2400}),
+        orjson.dumps(
+            {
+                "choices": [
+                    {
+                        "message": {"content": said, "reasoning_content": "Hm"},
+                        "finish_reason": "stop",
+                    }
+                ],
+                "usage": spent,
+            }
+        ),
+        orjson.dumps({**message, "usage": {**message["usage"], "cache_read_input_tokens": 9}}),
     ):
         assert detect_overflow(200, other, wire_format="openai") is None, other
 
@@ -2474,8 +2493,15 @@ def test_an_empty_reply_finished_length_before_any_output_is_an_overflow() -> No
         _sse({**stop, "usage": counted}),
         _sse(opener) + _sse(stop) + _sse(usage) + b"data: [DONE]\n\n",
         _sse(stop) + b": keep-alive\n\n" + _sse(usage),
+        # (a chunk with no usage and no output between waits, as the relay does)
+        _sse(stop) + _sse({"choices": [], "usage": None}) + _sse(usage),
     ):
         assert detect_stream_overflow(stream, wire_format="openai") == Overflow(None, None)
+    # an error after the stop is read for itself
+    words = "This model's maximum context length is 4096 tokens. However, your messages"
+    error = {"error": {"message": words + " resulted in 5000 tokens."}}
+    read = detect_stream_overflow(_sse(stop) + _sse(error), wire_format="openai")
+    assert read is not None and read.maximum == 4096
     # ... not after text, nor with a usage that counts more, or none, or a cached prompt
     text = {"choices": [{"index": 0, "delta": {"content": "Hi"}}]}
     for stream in (

@@ -683,8 +683,14 @@ def detect_stream_overflow(
     held, worded = "", None
     stopped = False  # a stop before any output whose usage is yet unsaid
     for name, payload in _events(head):
-        if stopped and payload is not None and payload.strip():  # the next event decides
-            return Overflow(None, None) if stop_usage_counts_prompt_only(payload) else None
+        if stopped:  # the first usage, error or output after the stop decides
+            counted = stop_usage_counts_prompt_only(payload) if payload is not None else None
+            if counted is not None:
+                return Overflow(None, None) if counted else None
+            verdict, found = _event_verdict(name, payload, patterns, "")
+            if verdict != NO_OUTPUT:
+                return found
+            continue
         if not held and payload is not None and _chat_stop(payload):
             counted = stop_usage_counts_prompt_only(payload)
             if counted is not None:
@@ -757,15 +763,17 @@ def detect_bare_stream_overflow(
 
 def detect_unspent_stop(data: bytes) -> Overflow | None:
     """The overflow an answer states by stopping at "length" with nothing produced, read
-    only for a chat request that set no output limit (the caller's to know): no limit
-    stopped it, so the window did. Local servers (mlx-omnia, InfiniLM, RKLLM, LlamaEdge,
-    an old vLLM behind xinference) answer a prompt that fills the window so, as a whole
-    completion or a stream's finishing chunk, most with no usage; for a request with a
-    small ``max_tokens`` a model whose hidden reasoning spent it looks the same, so the
-    body alone never tells it. ``data``: one SSE event block, or a whole completion. Its
-    only choice finished "length" with nothing but a role in its message or delta (any
-    other field that holds something, known or not, is output), and its usage, if any,
-    counts no output token and nothing beyond the prompt (``unspent_usage``)."""
+    as one for a chat request that set no output limit (the caller's to know): no limit
+    stopped it, so the window did (for any other request, only a usage that counts the
+    prompt alone makes it one: ``stop_usage_counts_prompt_only``). Local servers
+    (mlx-omnia, InfiniLM, RKLLM, LlamaEdge, an old vLLM behind xinference) answer a
+    prompt that fills the window so, as a whole completion or a stream's finishing chunk,
+    most with no usage; for a request with a small ``max_tokens`` a model whose hidden
+    reasoning spent it looks the same, so the body alone never tells it. ``data``: one SSE
+    event block, or a whole completion. Its only choice finished "length" with nothing
+    but a role in its message or delta (any other field that holds something, known or
+    not, is output), and its usage, if any, counts no output token (or one) and nothing
+    beyond the prompt and it (``unspent_usage``)."""
     if not data or len(data) > MAX_BYTES or b'"length"' not in data:
         return None
     doc = _event_doc(data)
@@ -787,10 +795,11 @@ def detect_unspent_stop(data: bytes) -> Overflow | None:
 
 def unspent_usage(data: bytes) -> bool | None:
     """What the usage of one SSE event block or whole answer says of its output: True
-    when it counts no output token (or one, with nothing written) and nothing beyond the
-    prompt and it, False when it counts
-    more (hidden reasoning counted, or LMDeploy's interactive session counting the
-    history it keeps itself, which no trim of the request shortens), None when the event
+    when it counts no output token (or one: a server's floor, the token a full window
+    left, where the caller saw nothing written) and nothing beyond the prompt and it,
+    False when it counts more (hidden reasoning counted, or LMDeploy's interactive
+    session counting the history it keeps itself, which no trim of the request
+    shortens), None when the event
     states no usage: OpenAI's, and its relays', comes in a chunk of its own after the one
     that finishes (Groq's under ``x_groq``)."""
     doc = _event_doc(data) if data and len(data) <= MAX_BYTES else None

@@ -764,7 +764,8 @@ def _error_line_reply(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
     context window size.", with finish_reason "length"), or, finished "length", one
     sentence that states an overflow with both its counts (m4gshm's OpenVINO agent server,
     "prompt exceeds limit: 33000 >= 32768"), where no model wrote it: finished
-    "length" or "error" (a model's complete sentence finishes "stop"), and, as for the
+    "length" or "error" (a model's complete sentence finishes "stop": one so is read only
+    beside a usage that counts the prompt alone, ``_unwritten_error_line``), and, as for the
     bracketed form, a completion that counts no output token (or carries no usage), or a
     chunk that carries its finish reason beside the whole text. The text is read with
     HTML's escapes undone, its trailing blanks aside, and at most ``MAX_REPLY_READ``
@@ -842,16 +843,25 @@ def _unwritten_error_line(doc: dict[str, Any], facts: _Facts, depth: int) -> boo
     prompt over its window so on its chat and Messages routes, "Error: prompt too long
     (2311 tokens, max 2047)"). Read as an error's message."""
     text, finish = _sole_text(doc)
-    if finish != "stop" or not isinstance(text, str) or len(text) > MAX_REPLY_READ:
+    if finish != "stop" or not isinstance(text, str) or not _prompt_alone(doc.get("usage")):
         return False
-    usage = doc.get("usage")
-    if not isinstance(usage, dict) or not _counts_no_completion(usage):
-        return False
-    prompt = usage.get("prompt_tokens", usage.get("input_tokens"))
-    if type(prompt) is not int or prompt <= 0:
-        return False
-    match = _ERROR_LINE_RE.fullmatch(html.unescape(text.rstrip()))
+    text = text.rstrip()
+    match = _ERROR_LINE_RE.fullmatch(html.unescape(text)) if len(text) <= MAX_REPLY_READ else None
     return match is not None and _add_counted(match.group(1), facts, depth)
+
+
+def _prompt_alone(usage: Any) -> bool:
+    """A completion's or an Anthropic message's usage that counts the prompt alone
+    (``prompt_only_usage``; a Messages usage with no cache read)."""
+    if not isinstance(usage, dict) or "input_tokens" not in usage:
+        return prompt_only_usage(usage)
+    if usage.get("cache_read_input_tokens"):
+        return False
+    counts = {
+        "prompt_tokens": usage["input_tokens"],
+        "completion_tokens": usage.get("output_tokens"),
+    }
+    return prompt_only_usage(counts)
 
 
 # an Anthropic message's stop reasons as a completion's finish reasons
@@ -860,8 +870,9 @@ _STOP_AS_FINISH: Final = {"max_tokens": "length", "end_turn": "stop"}
 
 def _sole_text(doc: dict[str, Any]) -> tuple[Any, Any]:
     """A whole answer's one reply text and how it finished: a completion's only choice's
-    message (no tool call beside it), or an Anthropic message's one text block (its stop
-    reason as a completion's finish reason); (None, None) for any other answer."""
+    message (nothing else in it: no tool call, reasoning or refusal), or an Anthropic
+    message's one text block (its stop reason as a completion's finish reason); (None,
+    None) for any other answer."""
     if doc.get("choices") is not None:
         choices = doc["choices"]
         if not isinstance(choices, list) or len(choices) != 1:
@@ -870,8 +881,8 @@ def _sole_text(doc: dict[str, Any]) -> tuple[Any, Any]:
         message = choice.get("message") if isinstance(choice, dict) else None
         if not isinstance(message, dict):
             return None, None
-        if any(map(message.get, ("tool_calls", "function_call"))):
-            return None, None
+        if any(value for key, value in message.items() if key not in ("role", "content")):
+            return None, None  # a tool call, reasoning, a refusal beside the text
         return message.get("content"), choice.get("finish_reason")
     content = doc.get("content")
     if doc.get("type") != "message" or not isinstance(content, list) or len(content) != 1:

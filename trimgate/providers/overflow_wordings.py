@@ -1461,7 +1461,7 @@ _COUNT_RE: Final = re.compile(_COUNT_N, re.ASCII)  # "上限4096": a count besid
 # max length of 32768"
 _LIMIT_ONLY_RE: Final = _p(
     # (not a cap in characters or bytes: "input characters limit is 256000", Qianfan's)
-    r"(?<!characters )(?<!chars )(?<!bytes )"
+    r"(?<!characters )(?<!character )(?<!chars )(?<!char )(?<!bytes )(?<!byte )"
     r"\b(?:limit|maximum|max|window|context (?:length|size)|max(?:imum)? length"
     # a setting's name: "prepared prompt exceeds Engine max_context 196608" (ninfer-serve)
     r"|max_(?:context|ctx|model_len|seq_len)(?:_?(?:length|len|size|tokens))?)\b"
