@@ -883,6 +883,18 @@ def _whole_reply(text: str, finish: str = "stop", usage: Any = None) -> bytes:
     return orjson.dumps(doc)
 
 
+def _messages_reply(text: str, stop: str, usage: dict[str, int]) -> dict[str, Any]:
+    """An Anthropic message whose one text block is ``text``."""
+    block = {"type": "text", "text": text}
+    return {
+        "type": "message",
+        "role": "assistant",
+        "content": [block],
+        "stop_reason": stop,
+        "usage": usage,
+    }
+
+
 def _reply_chunks(text: str, finish: str = "stop") -> bytes:
     """A chat stream that writes ``text`` in one chunk, then finishes in the next."""
     first = {"choices": [{"index": 0, "delta": {"role": "assistant", "content": text}}]}
@@ -2327,14 +2339,8 @@ def test_a_servers_error_line_finished_as_a_model_would_is_read_when_nothing_was
     assert detect_overflow(200, _whole_reply(said, "stop", spent), wire_format="openai") == (
         Overflow(2311, 2047)
     )
-    block = {"type": "text", "text": said}
-    message: dict[str, Any] = {
-        "type": "message",
-        "role": "assistant",
-        "content": [block],
-        "stop_reason": "end_turn",
-        "usage": {"input_tokens": 2311, "output_tokens": 0},
-    }
+    message = _messages_reply(said, "end_turn", {"input_tokens": 2311, "output_tokens": 0})
+    block = message["content"][0]
     read = detect_overflow(200, orjson.dumps(message), wire_format="anthropic")
     assert read is not None and (read.real, read.maximum) == (2311, 2047)
     # output counted, no prompt counted, no usage, a refusal without both counts, or more
@@ -2381,14 +2387,12 @@ def test_an_upstreams_refusal_as_a_reply_that_counted_nothing_is_read() -> None:
     assert detect_overflow(200, body, wire_format="openai") == Overflow(31500, 30720)
     ended = _whole_reply(said + "\n", "length", nothing)
     assert detect_overflow(200, ended, wire_format="openai") == Overflow(31500, 30720)
-    block = {"type": "text", "text": "prompt is too long: 208656 tokens > 200000 maximum"}
-    message: dict[str, Any] = {
-        "type": "message",
-        "role": "assistant",
-        "content": [block],
-        "stop_reason": "max_tokens",
-        "usage": {"input_tokens": 0, "output_tokens": 0},
-    }
+    message = _messages_reply(
+        "prompt is too long: 208656 tokens > 200000 maximum",
+        "max_tokens",
+        {"input_tokens": 0, "output_tokens": 0},
+    )
+    block = message["content"][0]
     read = detect_overflow(200, orjson.dumps(message), wire_format="anthropic")
     assert read is not None and (read.real, read.maximum) == (208656, 200000)
     # a prompt, output, total or cache read counted, no usage, another finish or stop, more
