@@ -691,8 +691,8 @@ def detect_stream_overflow(
             if verdict != NO_OUTPUT:
                 return found
             continue
-        if not held and payload is not None and _chat_stop(payload):
-            counted = stop_usage_counts_prompt_only(payload)
+        if not held and payload is not None and (doc := _chat_stop(payload)) is not None:
+            counted = _stop_usage_read(doc)
             if counted is not None:
                 return Overflow(None, None) if counted else None
             stopped = True
@@ -777,12 +777,20 @@ def detect_unspent_stop(data: bytes) -> Overflow | None:
     if not data or len(data) > MAX_BYTES or b'"length"' not in data:
         return None
     doc = _event_doc(data)
+    if _unspent_choice(doc) is None or _usage_unspent(doc) is False:
+        return None
+    return Overflow(None, None)
+
+
+def _unspent_choice(doc: Any) -> dict[str, Any] | None:
+    """The only choice of an answer or chunk when it finished "length" with nothing but a
+    role in its message or delta; None otherwise."""
     if not isinstance(doc, dict) or "error" in doc:
         return None
     choices = doc.get("choices")
     if not isinstance(choices, list) or len(choices) != 1 or not isinstance(choices[0], dict):
         return None
-    choice = choices[0]
+    choice: dict[str, Any] = choices[0]
     if choice.get("finish_reason") != "length" or choice.get("text"):
         return None
     said = choice.get("delta", choice.get("message", {}))
@@ -790,7 +798,7 @@ def detect_unspent_stop(data: bytes) -> Overflow | None:
         value not in (None, "", [], {}) for key, value in said.items() if key != "role"
     ):
         return None
-    return Overflow(None, None) if _usage_unspent(doc) is not False else None
+    return choice
 
 
 def unspent_usage(data: bytes) -> bool | None:
@@ -806,14 +814,17 @@ def unspent_usage(data: bytes) -> bool | None:
     return _usage_unspent(doc) if isinstance(doc, dict) else None
 
 
-def _chat_stop(payload: bytes) -> bool:
-    """Whether an event's data is a chat chunk's stop before any output
-    (``detect_unspent_stop``): a choice with a delta (a legacy completion's has none, and
-    is not trimmed)."""
-    if detect_unspent_stop(payload) is None:
-        return False
+def _chat_stop(payload: bytes) -> Any:
+    """The JSON of an event's data when it is a chat chunk's stop before any output, its
+    usage (if any) counting no output (``detect_unspent_stop``; a legacy completion's
+    choice has no delta, and is not trimmed); None otherwise."""
+    if b'"length"' not in payload:
+        return None
     doc = _event_doc(payload)
-    return isinstance(doc, dict) and "delta" in doc["choices"][0]
+    choice = _unspent_choice(doc)
+    if choice is None or "delta" not in choice or _usage_unspent(doc) is False:
+        return None
+    return doc
 
 
 def stop_usage_counts_prompt_only(data: bytes) -> bool | None:
@@ -823,6 +834,10 @@ def stop_usage_counts_prompt_only(data: bytes) -> bool | None:
     (LlamaEdge and text-generation-webui stream that stop, then the usage in a chunk of
     its own), False when it counts anything else, None when the event states no usage."""
     doc = _event_doc(data) if data and len(data) <= MAX_BYTES else None
+    return _stop_usage_read(doc)
+
+
+def _stop_usage_read(doc: Any) -> bool | None:
     usage = _usage(doc) if isinstance(doc, dict) else None
     return None if usage is None else prompt_only_usage(usage)
 
