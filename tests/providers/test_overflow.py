@@ -2219,6 +2219,35 @@ def test_a_bracketed_error_as_the_whole_reply_is_read_where_no_model_wrote_it() 
         assert detect_overflow(200, orjson.dumps(other), wire_format="openai") is None, reply
 
 
+def test_a_reply_ending_in_an_upstreams_error_body_is_a_frame_in_a_messages_stream() -> None:
+    # a Foundry proxy writes the upstream's error as the reply's one text, "Error from
+    # upstream: 400 - <its body>", then closes it counting no output (and no input either)
+    inner = {
+        "error": {
+            "message": "Input tokens exceed the configured limit of 272000 tokens. Your"
+            " messages resulted in 300007 tokens. Please reduce the length of the messages.",
+            "code": "context_length_exceeded",
+        }
+    }
+    said = "Error from upstream: 400 - " + orjson.dumps(inner).decode()
+    start = {"type": "message_start", "message": {"content": [], "usage": {"input_tokens": 0}}}
+    stop = {"type": "content_block_stop", "index": 0}
+
+    def replied(text: str, output_tokens: int) -> bytes:
+        delta = {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta"}}
+        delta["delta"] = {"type": "text_delta", "text": text}
+        usage = {"output_tokens": output_tokens}
+        end = {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": usage}
+        return _sse(start, delta, stop, end)
+
+    read = detect_stream_overflow(replied(said, 0), wire_format="anthropic")
+    assert read is not None and (read.real, read.maximum) == (300007, 272000)
+    # output counted, or words after the body: a model's answer
+    assert detect_stream_overflow(replied(said, 25), wire_format="anthropic") is None
+    after = replied(said + " So the history is too long.", 0)
+    assert detect_stream_overflow(after, wire_format="anthropic") is None
+
+
 def test_a_messages_stream_closed_with_nothing_counted_then_an_error_is_read() -> None:
     # agentgateway serves a Messages stream from a Responses upstream: on the upstream's
     # error it closes the reply it opened (no output token counted), then writes the error
@@ -4467,9 +4496,6 @@ _LEFT_MISSES: Final = {
     # Inspect AI's bridge writes OpenAI's three sentences as the reply: a reply that says
     # more than one sentence may be a model's
     "hb664-inspect-bridge-chat-200-length-openai-overflow-text": "a reply of three sentences",
-    # a Foundry proxy's Messages stream whose one text is "Error from upstream: 400 - {...}",
-    # closed with only 0 output tokens stated (the input counted 0): a server counting nothing
-    "hb667-atikur01-foundry-stream-error-as-text": "a reply that is the error, 0 and 0",
 }
 
 
@@ -4923,7 +4949,7 @@ def test_the_generic_readers_alone_read_no_look_alike(monkeypatch: pytest.Monkey
     # (92.0%) after batch 569, 4,496 of 4,881 (92.1%) after batch 602 and 4,696 of 5,099
     # (92.1%) after batch 624 (4,704, 92.3%, once 503s were read), 4,819 of 5,224 (92.2%)
     # after batch 632, 4,904 of 5,319 (92.2%) after batch 640, 4,956 of 5,381 (92.1%)
-    # after batch 647 and 5,233 of 5,687 (92.0%) after batch 673, whose collectors went
+    # after batch 647 and 5,234 of 5,687 (92.0%) after batch 673, whose collectors went
     # after servers' own wordings (release by release, server by server), which only a
     # listing reads: the floor guards the generic readers against narrowing, not the
     # data's mix against drifting

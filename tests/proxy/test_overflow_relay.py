@@ -620,13 +620,15 @@ async def test_a_result_objects_error_sent_chunked_is_retried(make_stack: MakeSt
     [
         "hb296-codex-pool-claude-stream-response-failed-as-text",
         "hb296-tududes-claude-proxy-backend-overflow-as-text",
+        "hb667-atikur01-foundry-stream-error-as-text",
     ],
 )
 async def test_a_gateways_anthropic_reply_that_is_its_error_is_retried(
     make_stack: MakeStack, ident: str
 ) -> None:
     # codex-pool's "[Error: ...]" text closed with no output counted; tududes' 556-character
-    # refusal closed with stop_reason "error": both the server's error, resent trimmed
+    # refusal closed with stop_reason "error"; a Foundry proxy's "Error from upstream: 400 -
+    # {...}" closed with no output counted: each the server's error, resent trimmed
     (entry,) = [e for e in CORPUS if e["id"] == ident]
     frames = [entry["body"].encode()]
     done = sse_data({"type": "message_start", "message": {"content": []}}, event="message_start")

@@ -56,6 +56,7 @@ from trimgate.providers.overflow_read import (
     _confirmed,
     _custom,
     _decide,
+    _ends_in_error_body,
     _Facts,
     _has_hint,
     _is_zero,
@@ -444,7 +445,9 @@ NO_OUTPUT: Final = ""  # an opener, a lifecycle or error event, a comment: hold 
 # such a reply may be closed as the server's error depends on what it looks like:
 WORDED: Final = "worded"  # up to 512 characters: an error stop, or no output for a prompt
 WORDED_LONG: Final = "worded-long"  # 513 to 1,024 characters: an error stop only
-FRAMED: Final = "framed"  # wholly "[Error: ...]", a gateway's frame: any count of no output
+# wholly "[Error: ...]", or ending in an upstream's error body in JSON ("Error from upstream:
+# 400 - {...}"), a gateway's frame: any count of no output
+FRAMED: Final = "framed"
 # ... and, held the same way though no reply, llama-swap's model-loading status
 # (``_loading_status``): its chunks hold on until the model's server answers
 LOADING: Final = "loading"
@@ -482,8 +485,8 @@ def _doc_output(doc: Any, held: str) -> tuple[str, Overflow | None]:
     found = reply_overflow(text) if text is not None else None
     if text is None or found is None:
         return OUTPUT, None
-    if bracketed_error(text) is not None:
-        return FRAMED, found
+    if bracketed_error(text) is not None or _ends_in_error_body(text):
+        return FRAMED, found  # (a frame: "[Error: ...]", or an upstream's error body last)
     return (WORDED if len(text) <= WORDED_REPLY_LIMIT else WORDED_LONG), found
 
 
