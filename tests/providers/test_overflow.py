@@ -408,6 +408,17 @@ def test_more_servers_wordings_and_a_full_kv_cache() -> None:
     qianfan = {"code": "invalid_argument", "message": "input characters limit is 256000"}
     got = detect_overflow(400, orjson.dumps({"error": qianfan}), wire_format="openai")
     assert got == Overflow(None, None)
+    # Xinference's qwen-omni wants room for audio; LLMPlayer refuses a prompt at the window
+    omni = (
+        "Prompt leaves 1 output token(s) within context_length 8192; audio generation needs"
+        " at least 2 thinker tokens."
+    )
+    read = detect_overflow(400, _error_body(omni), wire_format="anthropic")
+    assert read is not None and (read.real, read.maximum, read.whole) == (None, 8192, True)
+    at = "Error: prompt too long (8191 tokens, max 8191)"
+    usage = {"prompt_tokens": 8191, "completion_tokens": 0, "total_tokens": 8191}
+    read = detect_overflow(200, _whole_reply(at, "stop", usage), wire_format="openai")
+    assert read is not None and (read.real, read.maximum) == (8191, 8191)
     # a Tinker proxy's Anthropic sentence names the window, and refuses a prompt near it
     near = "prompt is too long: 32741 tokens > 32768 context window"
     read = detect_overflow(400, _error_body(near), wire_format="anthropic")
@@ -4475,12 +4486,7 @@ _LEFT_MISSES: Final = {
     "hb654-ollama-v1-nonstream-empty-length-window-full": "an empty answer, 1 token",
     "hb654-ollama-anthropic-messages-empty-max-tokens-window-full": "an empty answer, 1 token",
     "hb654-ollama-native-api-chat-empty-length-window-full": "an empty answer, 1 token",
-    # Xinference 4.1's qwen-omni: "Prompt leaves 1 output token(s) within context_length L;
-    # audio generation needs at least 2 thinker tokens"
-    "hb659-xinference41-anthropic-qwen-omni-thinker-tokens": "one model's room for audio",
     "hb660-reachd-input-too-large-chars": _CHARACTERS,
-    # LLMPlayer's refusal of a prompt at the window states two equal counts: no deficit
-    "hb660-llmplayer-openai-200-error-prompt-too-long-at-limit": "a reply that is the error, N = N",
     # NeMo Gym answers a vLLM overflow with an empty reply and no usage in every format
     # (Messages: max_tokens, 0 and 0 counted), as a reasoning model that spent max_tokens
     "hb664-nemogym-chat-empty-length-after-vllm-overflow": "an empty answer, no usage",

@@ -529,6 +529,12 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
         r" output token is required(?P<whole>)"
     ),
     _p(r"prompt length (?P<real>{N}) reaches or exceeds context_length (?P<max>{N})(?P<whole>)"),
+    # ... and its qwen-omni models, which need room for audio: "Prompt leaves 1 output
+    # token(s) within context_length L; audio generation needs at least 2 thinker tokens."
+    _p(r"prompt leaves {N} output token\(s\) within context_length (?P<max>{N})(?P<whole>)"),
+    # LLMPlayer, its refusal as the reply: "Error: prompt too long (P tokens, max L)", a
+    # prompt at the window (P = L) refused too
+    _p(r"\bprompt too long \((?P<real>{N}) tokens, max (?P<max>{N})\)"),
     # vLLM (older): max_tokens defaulted to max_model_len - prompt_tokens went negative
     # (not -1: a client's own "no limit" setting, refused as it is)
     _p(r"max_tokens must be at least 1, got -(?!1\b)\d+"),
