@@ -193,6 +193,9 @@ _REPLY_ERROR_MARKS: Final = (
     # ... or an upstream's refusal as an Anthropic message that counted nothing (EvalScope)
     b'"stop_reason":"max_tokens"',
     b'"stop_reason": "max_tokens"',
+    # ... or an empty reply counting its output below zero (LMDeploy 0.6)
+    b'"completion_tokens":-',
+    b'"completion_tokens": -',
 )
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import html
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any, Final
@@ -72,6 +73,8 @@ from trimgate.providers.overflow_wordings import (
     _PROMPT_WORD_RE,
     _RATE_HINTS,
     _RATE_RE,
+    _REMEDY_NOUNS_RE,
+    _REMEDY_SENTENCE_RE,
     _SENTENCE_END_RE,
     _SIZE_COUNT_RE,
     _STATUS_COUNT_RE,
@@ -656,8 +659,9 @@ def _empty_length_reply(doc: dict[str, Any]) -> bool:
     is empty and which holds nothing else (no tool call, reasoning, refusal, audio or
     log-probabilities), finished "length", whose usage counts the prompt alone
     (``prompt_only_usage``): a model stops at its output limit only after writing
-    something."""
-    choice = _sole_choice(doc, "length")
+    something. LMDeploy 0.6 may finish it "stop" and count its output below zero (its
+    total less the prompt): no answer writes fewer than no tokens."""
+    choice = _sole_choice(doc, "length") or _sole_choice(doc, "stop")
     if choice is None or choice.get("index", 0) != 0 or choice.get("logprobs"):
         return False
     message = choice.get("message")
@@ -665,7 +669,11 @@ def _empty_length_reply(doc: dict[str, Any]) -> bool:
         return False
     if any(value for key, value in message.items() if key not in ("role", "content")):
         return False
-    return prompt_only_usage(doc.get("usage"))
+    usage = doc.get("usage")
+    if choice.get("finish_reason") == "length" and prompt_only_usage(usage):
+        return True
+    output = usage.get("completion_tokens") if isinstance(usage, dict) else None
+    return type(output) is int and output < 0
 
 
 def prompt_only_usage(usage: Any) -> bool:
@@ -1359,11 +1367,22 @@ def _without_advice(text: str) -> str:
     """``text`` without its sentences of advice (``_ADVICE_SENTENCE_RE``) after the first,
     but those that name a quota, a rate per period, credits, billing or a tier
     (``_ADVICE_TELLS_RE``): "Contact support to increase your quota." tells a quota."""
+    return _without(text, _advice)
+
+
+def _without_remedies(text: str) -> str:
+    """``text`` without its sentences of remedy (``_REMEDY_SENTENCE_RE``) after the first
+    that, less the tools, files or images they name (``_REMEDY_NOUNS_RE``), hold no
+    generic exclusion (an output, a time, a size)."""
+    return _without(text, _remedy)
+
+
+def _without(text: str, dropped: Callable[[str], bool]) -> str:
     kept: list[str] = []
     start = 0
     for end in [*_SENTENCE_END_RE.finditer(text), None]:
         sentence = text[start : end.end() if end is not None else len(text)]
-        if not kept or not _advice(sentence):
+        if not kept or not dropped(sentence):
             kept.append(sentence)
         if end is not None:
             start = end.end()
@@ -1374,6 +1393,13 @@ def _advice(sentence: str) -> bool:
     return (
         _ADVICE_SENTENCE_RE.match(sentence) is not None
         and _ADVICE_TELLS_RE.search(sentence) is None
+    )
+
+
+def _remedy(sentence: str) -> bool:
+    return (
+        _REMEDY_SENTENCE_RE.match(sentence) is not None
+        and _GEN_EXCLUDE_RE.search(_REMEDY_NOUNS_RE.sub(" ", sentence)) is None
     )
 
 
@@ -1508,7 +1534,7 @@ def _generic(text: str) -> bool:
     output limit, a byte or media size, or content safety. Rate, quota, billing and
     auth wordings never get here. Chinese wordings are judged on their own vocabulary
     (``_GEN_ZH_*``)."""
-    if _GEN_EXCLUDE_RE.search(text) is not None:
+    if _GEN_EXCLUDE_RE.search(_without_remedies(text)) is not None:
         return False
     if _GEN_ADVICE_RE.search(text) is not None and _GEN_CONTEXT_RE.search(text) is not None:
         return True  # "maximum context length is N tokens. Please reduce the length of the prompt"

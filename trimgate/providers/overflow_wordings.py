@@ -1313,6 +1313,19 @@ _ADVICE_TELLS_RE: Final = re.compile(
     r"|billing|\btier\b|balance",
     re.IGNORECASE,
 )
+# A sentence after the first that tells the caller how to make the prompt fit ("Start a new
+# chat or shorten the latest request/tool result", TensorSharp) ...
+_REMEDY_SENTENCE_RE: Final = re.compile(
+    r"\s*(?:please\s+)?(?:start a new|shorten|reduce|remove|delete|trim|compact"
+    r"|summari[sz]e|split|clear)\b",
+    re.IGNORECASE,
+)
+# ... where the tools, files or images it names are what to shorten, not what is over a
+# limit of its own: the generic exclusions skip these words there (``_without_remedies``)
+_REMEDY_NOUNS_RE: Final = re.compile(
+    r"\b(?:tool|function|file|document|attachment|image)s?\b(?: (?:results?|outputs?|calls?))?",
+    re.IGNORECASE,
+)
 # ``_RATE_RE`` runs only on a message holding one of these (it is a long alternation too).
 _RATE_HINTS: Final = (
     "rate",
