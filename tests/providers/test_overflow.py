@@ -2280,6 +2280,19 @@ def test_a_reply_ending_in_an_upstreams_error_body_is_a_frame_in_a_messages_stre
     assert detect_stream_overflow(replied(said, 25), wire_format="anthropic") is None
     after = replied(said + " So the history is too long.", 0)
     assert detect_stream_overflow(after, wire_format="anthropic") is None
+    # free-claude-code writes NVIDIA NIM's body, which has no "error" key, as the reply:
+    # a message beside an HTTP error status as its code is an error body too
+    nim = {
+        "message": "This model's maximum context length is 202752 tokens. However, your"
+        " messages resulted in 249928 tokens. Please reduce the length of the messages.",
+        "type": "Bad Request",
+        "code": 400,
+    }
+    read = detect_stream_overflow(replied(orjson.dumps(nim).decode(), 0), wire_format="anthropic")
+    assert read is not None and (read.real, read.maximum) == (249928, 202752)
+    for other in ({**nim, "code": 200}, {**nim, "code": "400"}, {"text": nim["message"]}):
+        text = orjson.dumps(other).decode()
+        assert detect_stream_overflow(replied(text, 0), wire_format="anthropic") is None, other
 
 
 def test_a_messages_stream_closed_with_nothing_counted_then_an_error_is_read() -> None:
@@ -2519,6 +2532,9 @@ def test_an_empty_reply_finished_length_before_any_output_is_an_overflow() -> No
     for finish in ("stop", "length"):
         read = detect_overflow(200, _whole_reply("", finish, below), wire_format="openai")
         assert read == Overflow(None, None)
+    # (LlamaEdge 0.11 counts a total of 0: below the prompt, a slip, not reasoning apart)
+    slipped = _whole_reply("", "length", {**counted, "total_tokens": 0})
+    assert detect_overflow(200, slipped, wire_format="openai") == Overflow(None, None)
     tool = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
     doc = orjson.loads(body)
     message = doc["choices"][0]["message"]

@@ -679,13 +679,15 @@ def _empty_length_reply(doc: dict[str, Any]) -> bool:
 def prompt_only_usage(usage: Any) -> bool:
     """A usage that counts a prompt, no output token, nothing beyond the prompt (a total
     above it: reasoning counted apart, as gateways over Gemini write when thinking spent a
-    small max_tokens) and no cached prompt (a cache's replay)."""
+    small max_tokens; a total below it is a server's slip, LlamaEdge 0.11's 0) and no
+    cached prompt (a cache's replay)."""
     if not isinstance(usage, dict):
         return False
     prompt = usage.get("prompt_tokens")
     if type(prompt) is not int or prompt <= 0 or not _is_zero(usage.get("completion_tokens")):
         return False
-    if usage.get("total_tokens", prompt) != prompt:
+    total = usage.get("total_tokens", prompt)
+    if type(total) is not int or total > prompt:
         return False
     details = [usage.get("completion_tokens_details"), usage.get("prompt_tokens_details")]
     output_details, prompt_details = (d if isinstance(d, dict) else {} for d in details)
@@ -986,21 +988,29 @@ def _is_zero(count: Any) -> bool:
 
 
 def _ends_in_error_body(text: str) -> bool:
-    """Whether ``text`` ends in a JSON object with an "error" that starts at its first
-    brace."""
+    """Whether ``text`` ends in an error body in JSON (``_error_body_end``) that starts at
+    its first brace."""
     end = _error_body_end(text, text.find("{"))
     return end >= 0 and not text[end:].strip()
 
 
 def _error_body_end(text: str, start: int) -> int:
-    """Where a JSON object with an "error" that starts at ``start`` ends; -1 for none."""
+    """Where a JSON object that starts at ``start`` ends when it is an error body: one with
+    an "error", or a message beside an HTTP error status as its code (NVIDIA NIM's
+    ``{"message": ..., "type": "Bad Request", "code": 400}``); -1 for none."""
     if start < 0:
         return -1
     try:
         inner, end = _decoder.raw_decode(text, start)
     except (ValueError, RecursionError):
         return -1
-    return end if isinstance(inner, dict) and "error" in inner else -1
+    if not isinstance(inner, dict):
+        return -1
+    if "error" in inner:
+        return end
+    code = inner.get("code")
+    stated = isinstance(inner.get("message"), str) and type(code) is int and 400 <= code < 600
+    return end if stated else -1
 
 
 def _first_choice(doc: dict[str, Any]) -> dict[str, Any] | None:
