@@ -4557,6 +4557,24 @@ _LEFT_MISSES: Final = {
     "hb682-llamacpp-0b3bf966-stream-kv-size-error-then-done": "a KV pool's 500",
     # Zhipu's code 1261 (prompt too long) beside "Bad request" alone: a numeric code
     "hb684-zhipu-coding-1261-generic-message": "a numeric code, its message generic",
+    # Xinference 0.8 (over vLLM) and LMDeploy 0.1 to 0.5 stream the same empty stop
+    "hb686-xinference-v080-vllm-empty-length-stream": "a stream finished length, no usage",
+    "hb686-lmdeploy-v010-empty-length-stream": "a stream finished length, no usage",
+    "hb686-lmdeploy-v040-empty-length-stream-logprobs": "a stream finished length, no usage",
+    "hb686-lmdeploy-v050-empty-length-stream-single-chunk": "a stream finished length, no usage",
+    # GPT4All 3.4 words its refusal as a model would ("Your message was too long and could
+    # not be processed. Please try again with something shorter."), finished "stop"
+    "hb687-gpt4all-v3.4.0-chat-message-too-long-200": "a reply in a model's words",
+    "hb687-gpt4all-v3.4.0-completions-message-too-long-200": "a reply in a model's words",
+    # codex-proxy writes "[Error] <code>: <message>" as one chunk and its finish in the
+    # next, as a model's answer streams; in a Gemini candidate finished "OTHER"
+    "hb688-codexproxy-v1024-chat-stream-error-as-text": "a frame without its finish reason",
+    "hb688-codexproxy-v1024-gemini-stream-error-candidate": "a frame in a Gemini candidate",
+    # an exo fork's "Prefill would require ~38.42 GiB peak ... but the prefill ceiling is
+    # 34.00 GiB": memory, no count of tokens
+    "hb689-exo-fork-prefill-memory-nonstream": "a memory ceiling in GiB, no token count",
+    "hb689-exo-fork-prefill-memory-stream": "a memory ceiling in GiB, no token count",
+    "hb690-llamabox-v0061-kv-size-period-please-500": "a KV pool's 500",
 }
 
 
@@ -4581,6 +4599,13 @@ _UNREAD: Final = frozenset(
         "hb679-lmdeploy-0102-run-out-of-tokens-nonstream",
         # one-api relaying Moonshot's "exceeded model token limit: 8192" (no prompt count)
         "hb683-oneapi0510-moonshot-exceeded-model-token-limit",
+        # empty "length" answers (Xinference over vLLM, LMDeploy, LlamaEdge): as above
+        "hb686-xinference-v080-vllm-empty-length-200",
+        "hb686-xinference-v0100-vllm-empty-length-stream-usage",
+        "hb686-xinference-v0120-vllm-empty-length-stream-include-usage",
+        "hb686-lmdeploy-v010-empty-length-200",
+        "hb686-lmdeploy-v040-empty-length-logprobs-200",
+        "hb690-llamaedge-0110-prompt-too-long-empty-length-200",
         # hf-llm-api's "Prompt exceeded token limit: 2031 > 2048" (a hidden 20-token reserve):
         # a pair that is false as arithmetic states no deficit
         "hb442-hfllmapi-zephyr-reserve-edge",
@@ -5027,8 +5052,9 @@ def test_the_generic_readers_alone_read_no_look_alike(monkeypatch: pytest.Monkey
     # (92.0%) after batch 569, 4,496 of 4,881 (92.1%) after batch 602 and 4,696 of 5,099
     # (92.1%) after batch 624 (4,704, 92.3%, once 503s were read), 4,819 of 5,224 (92.2%)
     # after batch 632, 4,904 of 5,319 (92.2%) after batch 640, 4,956 of 5,381 (92.1%)
-    # after batch 647, 5,234 of 5,687 (92.0%) after batch 673 and 5,379 of 5,843 (92.1%)
-    # after batch 685, whose collectors went after servers' own wordings (release by
-    # release, server by server), which only a listing reads: the floor guards the generic
-    # readers against narrowing, not the data's mix against drifting
+    # after batch 647, 5,234 of 5,687 (92.0%) after batch 673, 5,379 of 5,843 (92.1%)
+    # after batch 685 and 5,445 of 5,922 (91.9%) after batch 691, whose collectors went
+    # after servers' own wordings (release by release, server by server), which only a
+    # listing reads: the floor guards the generic readers against narrowing, not the
+    # data's mix against drifting
     assert len(read[True]) >= 0.91 * overflows
