@@ -2137,6 +2137,15 @@ def test_a_status_and_its_body_as_the_whole_reply_is_read() -> None:
         assert detect_stream_overflow(_sse(chunk), wire_format="openai") is None, text
 
 
+def test_the_system_prompts_own_cap_is_no_overflow() -> None:
+    # "Prompt exceeds maximum length" (Zhipu, MLX servers) is listed; nvd-claude-proxy's
+    # cap on the system prompt, which no trim shortens, is not it
+    system = "Value error, System prompt exceeds maximum length of 256000 characters"
+    assert detect_overflow(400, orjson.dumps({"error": system}), wire_format="openai") is None
+    listed = "Prompt exceeds max length"
+    assert detect_overflow(400, orjson.dumps({"error": listed}), wire_format="openai")
+
+
 def test_a_remedy_after_an_overflow_may_name_what_to_shorten() -> None:
     # TensorSharp: the tool result its advice names is what to shorten, not a limit of
     # its own; the generic readers take it as they take the first sentence alone
@@ -2633,6 +2642,36 @@ def test_an_openai_format_window_stop_with_nothing_said_is_an_overflow() -> None
         {**chunk, "choices": [*chunk["choices"], *chunk["choices"]]},
     ):
         assert detect_stream_overflow(_sse(other), wire_format="openai") is None, other
+
+
+def test_a_responses_window_stop_with_nothing_said_is_an_overflow() -> None:
+    # api2api translates Claude's stop into a Responses object left "incomplete" for it,
+    # with one empty message and no output token counted
+    part = {"type": "output_text", "text": ""}
+    empty: dict[str, Any] = {"type": "message", "role": "assistant", "content": [part]}
+    response: dict[str, Any] = {
+        "object": "response",
+        "status": "incomplete",
+        "incomplete_details": {"reason": "model_context_window_exceeded"},
+        "output": [empty],
+        "output_text": "",
+        "usage": {"input_tokens": 199994, "output_tokens": 0},
+    }
+    for doc in (response, {**response, "output": []}, {**response, "usage": None}):
+        read = detect_overflow(200, orjson.dumps(doc), wire_format="openai-responses")
+        assert read == Overflow(None, None), doc
+    said = {**empty, "content": [{"type": "output_text", "text": "Partial"}]}
+    reasoning = {"type": "reasoning", "summary": []}
+    for other in (
+        {**response, "output": [said]},
+        {**response, "output": [reasoning, empty]},
+        {**response, "output_text": "Partial"},
+        {**response, "usage": {"input_tokens": 199994, "output_tokens": 12}},
+        {**response, "incomplete_details": {"reason": "max_output_tokens"}},
+        {**response, "status": "completed"},
+    ):
+        read = detect_overflow(200, orjson.dumps(other), wire_format="openai-responses")
+        assert read is None, other
 
 
 def test_a_prompt_tokens_key_in_a_message_names_the_prompt() -> None:

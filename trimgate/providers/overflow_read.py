@@ -635,6 +635,8 @@ def _window_stop(doc: dict[str, Any]) -> bool:
     if doc.get("type") == "message_delta":
         delta = doc.get("delta")
         return isinstance(delta, dict) and delta.get("stop_reason") == WINDOW_STOP
+    if doc.get("object") == "response":
+        return _window_stopped_response(doc)
     # ... and its OpenAI-format spelling: GLM's OpenAI-compatible API ends a prompt over its
     # window with one chunk (or completion) whose only choice finished so and whose delta
     # is the opener alone, {"role": "assistant", "content": ""}, counting no output. Not a
@@ -651,6 +653,32 @@ def _window_stop(doc: dict[str, Any]) -> bool:
         return False
     usage = doc.get("usage")
     return not isinstance(usage, dict) or _is_zero(usage.get("completion_tokens"))
+
+
+def _window_stopped_response(doc: dict[str, Any]) -> bool:
+    """... and its Responses spelling, as api2api translates Claude's stop: a response left
+    "incomplete" for that reason whose output is at most empty messages (no text, no other
+    item) and whose usage, if any, counts no output token."""
+    details = doc.get("incomplete_details")
+    if doc.get("status") != "incomplete" or not isinstance(details, dict):
+        return False
+    if details.get("reason") != WINDOW_STOP or doc.get("output_text"):
+        return False
+    output = doc.get("output")
+    if not isinstance(output, list) or len(output) > _MAX_ITEMS:
+        return False
+    for item in output:
+        if not isinstance(item, dict) or item.get("type") != "message":
+            return False
+        content = item.get("content")
+        if not isinstance(content, list):
+            return False
+        if any(not isinstance(part, dict) or part.get("text") for part in content[:_MAX_ITEMS]):
+            return False
+        if len(content) > _MAX_ITEMS:
+            return False
+    usage = doc.get("usage")
+    return not isinstance(usage, dict) or _is_zero(usage.get("output_tokens"))
 
 
 def _empty_length_reply(doc: dict[str, Any]) -> bool:

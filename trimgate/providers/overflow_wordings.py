@@ -436,8 +436,9 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
         r"input token ids are too long\.? exceeding the maximum number of tokens allowed:?"
         r" (?P<real>{N}) >= (?P<max>{N})"
     ),
-    # Zhipu GLM (code 1261) / MLX servers
-    _p(r"\bprompt exceeds (?:the )?(?:model'?s )?max(?:imum)? (?:context )?length\b"),
+    # Zhipu GLM (code 1261) / MLX servers (not the system prompt, which no trim shortens:
+    # nvd-claude-proxy's "System prompt exceeds maximum length of 256000 characters")
+    _p(r"(?<!system )\bprompt exceeds (?:the )?(?:model'?s )?max(?:imum)? (?:context )?length\b"),
     # MiniMax: the number in parentheses is an error code, not a count
     _p(r"context window exceeds limit"),
     # Baidu Qianfan / ERNIE
