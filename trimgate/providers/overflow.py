@@ -147,14 +147,19 @@ def may_state_error(body: bytes) -> bool:
     """Whether a body sent with a success status may state an error (JSON keys and types
     are lower-case): an "error" key or type, the window stop, FastAPI's HTTPException
     returned rather than raised (``{"status_code": 400, "detail": ...}``), a platform's
-    ``{"success": false, ...}`` or ``{"code": 500, ...}``, or a reply that is a known
-    error (``_REPLY_ERROR_MARKS``)."""
+    ``{"success": false, ...}`` or ``{"code": 500, ...}``, a reply that is a known error
+    (``_REPLY_ERROR_MARKS``), or an output counted below zero."""
     return (
         b"error" in body
         or WINDOW_STOP_JSON in body
         or any(mark in body for mark in _REPLY_ERROR_MARKS)
         or states_envelope_error(body)
+        or _NEGATIVE_OUTPUT_RE.search(body) is not None
     )
+
+
+# an empty reply counting its output below zero (LMDeploy 0.6)
+_NEGATIVE_OUTPUT_RE: Final = re.compile(rb'"completion_tokens"\s*:\s*-')
 
 
 def states_envelope_error(body: bytes) -> bool:
@@ -193,9 +198,6 @@ _REPLY_ERROR_MARKS: Final = (
     # ... or an upstream's refusal as an Anthropic message that counted nothing (EvalScope)
     b'"stop_reason":"max_tokens"',
     b'"stop_reason": "max_tokens"',
-    # ... or an empty reply counting its output below zero (LMDeploy 0.6)
-    b'"completion_tokens":-',
-    b'"completion_tokens": -',
 )
 
 

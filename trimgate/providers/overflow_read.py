@@ -671,14 +671,16 @@ def _window_stopped_response(doc: dict[str, Any]) -> bool:
         if not isinstance(item, dict) or item.get("type") != "message":
             return False
         content = item.get("content")
-        if not isinstance(content, list):
+        if not isinstance(content, list) or len(content) > _MAX_ITEMS:
             return False
-        if any(not isinstance(part, dict) or part.get("text") for part in content[:_MAX_ITEMS]):
-            return False
-        if len(content) > _MAX_ITEMS:
+        if not all(_empty_text_part(part) for part in content):
             return False
     usage = doc.get("usage")
     return not isinstance(usage, dict) or _is_zero(usage.get("output_tokens"))
+
+
+def _empty_text_part(part: Any) -> bool:
+    return isinstance(part, dict) and part.get("type") == "output_text" and not part.get("text")
 
 
 def _empty_length_reply(doc: dict[str, Any]) -> bool:
@@ -700,8 +702,10 @@ def _empty_length_reply(doc: dict[str, Any]) -> bool:
     usage = doc.get("usage")
     if choice.get("finish_reason") == "length" and prompt_only_usage(usage):
         return True
-    output = usage.get("completion_tokens") if isinstance(usage, dict) else None
-    return type(output) is int and output < 0
+    if not isinstance(usage, dict):
+        return False
+    prompt, output = usage.get("prompt_tokens"), usage.get("completion_tokens")
+    return type(prompt) is int and prompt > 0 and type(output) is int and output < 0
 
 
 def prompt_only_usage(usage: Any) -> bool:
@@ -1017,15 +1021,16 @@ def _is_zero(count: Any) -> bool:
 
 def _ends_in_error_body(text: str) -> bool:
     """Whether ``text`` ends in an error body in JSON (``_error_body_end``) that starts at
-    its first brace."""
-    end = _error_body_end(text, text.find("{"))
+    its first brace; one with no "error" key only as the whole text."""
+    start = text.find("{")
+    end = _error_body_end(text, start, keyless=start >= 0 and not text[:start].strip())
     return end >= 0 and not text[end:].strip()
 
 
-def _error_body_end(text: str, start: int) -> int:
+def _error_body_end(text: str, start: int, *, keyless: bool = True) -> int:
     """Where a JSON object that starts at ``start`` ends when it is an error body: one with
-    an "error", or a message beside an HTTP error status as its code (NVIDIA NIM's
-    ``{"message": ..., "type": "Bad Request", "code": 400}``); -1 for none."""
+    an "error", or (``keyless``) a message beside an HTTP error status as its code (NVIDIA
+    NIM's ``{"message": ..., "type": "Bad Request", "code": 400}``); -1 for none."""
     if start < 0:
         return -1
     try:
@@ -1038,7 +1043,7 @@ def _error_body_end(text: str, start: int) -> int:
         return end
     code = inner.get("code")
     stated = isinstance(inner.get("message"), str) and type(code) is int and 400 <= code < 600
-    return end if stated else -1
+    return end if keyless and stated else -1
 
 
 def _first_choice(doc: dict[str, Any]) -> dict[str, Any] | None:
@@ -1410,8 +1415,8 @@ def _without_advice(text: str) -> str:
 
 def _without_remedies(text: str) -> str:
     """``text`` without its sentences of remedy (``_REMEDY_SENTENCE_RE``) after the first
-    that, less the tools, files or images they name (``_REMEDY_NOUNS_RE``), hold no
-    generic exclusion (an output, a time, a size)."""
+    that state no excess of their own and, less the tool results or calls they name
+    (``_REMEDY_NOUNS_RE``), hold no generic exclusion (an output, a time, a size)."""
     return _without(text, _remedy)
 
 
@@ -1437,6 +1442,8 @@ def _advice(sentence: str) -> bool:
 def _remedy(sentence: str) -> bool:
     return (
         _REMEDY_SENTENCE_RE.match(sentence) is not None
+        and _GEN_EXCESS_RE.search(sentence) is None  # ("Remove the tool, which exceeds ...")
+        and _GEN_TOO_LONG_RE.search(sentence) is None
         and _GEN_EXCLUDE_RE.search(_REMEDY_NOUNS_RE.sub(" ", sentence)) is None
     )
 

@@ -436,9 +436,12 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
         r"input token ids are too long\.? exceeding the maximum number of tokens allowed:?"
         r" (?P<real>{N}) >= (?P<max>{N})"
     ),
-    # Zhipu GLM (code 1261) / MLX servers (not the system prompt, which no trim shortens:
-    # nvd-claude-proxy's "System prompt exceeds maximum length of 256000 characters")
-    _p(r"(?<!system )\bprompt exceeds (?:the )?(?:model'?s )?max(?:imum)? (?:context )?length\b"),
+    # Zhipu GLM (code 1261) / MLX servers; not after "system" (nvd-claude-proxy's cap on the
+    # system prompt, which no trim shortens, is left to the generic readers' judgement)
+    _p(
+        r"(?<!system[\s_-])\bprompt exceeds (?:the )?(?:model'?s )?max(?:imum)?"
+        r" (?:context )?length\b"
+    ),
     # MiniMax: the number in parentheses is an error code, not a count
     _p(r"context window exceeds limit"),
     # Baidu Qianfan / ERNIE
@@ -1321,11 +1324,10 @@ _REMEDY_SENTENCE_RE: Final = re.compile(
     r"|summari[sz]e|split|clear)\b",
     re.IGNORECASE,
 )
-# ... where the tools, files or images it names are what to shorten, not what is over a
+# ... where the tool results or calls it names are what to shorten, not what is over a
 # limit of its own: the generic exclusions skip these words there (``_without_remedies``)
 _REMEDY_NOUNS_RE: Final = re.compile(
-    r"\b(?:tool|function|file|document|attachment|image)s?\b(?: (?:results?|outputs?|calls?))?",
-    re.IGNORECASE,
+    r"\b(?:tool|function)s?\b(?: (?:results?|calls?))?", re.IGNORECASE
 )
 # ``_RATE_RE`` runs only on a message holding one of these (it is a long alternation too).
 _RATE_HINTS: Final = (
