@@ -1576,7 +1576,8 @@ def _generic(text: str) -> bool:
     """A wording no table lists, judged on its vocabulary: an overflow names the
     prompt or the context (``context``, ``prompt``, ``input``, ``tokens``...) and an
     excess (``exceed``, ``too long``, ``longer than``...), and says nothing of an
-    output limit, a byte or media size, or content safety. Rate, quota, billing and
+    output limit, a byte or media size, or content safety (but for the tool results a
+    later remedy names: ``_without_remedies``). Rate, quota, billing and
     auth wordings never get here. Chinese wordings are judged on their own vocabulary
     (``_GEN_ZH_*``)."""
     if _GEN_EXCLUDE_RE.search(_without_remedies(text)) is not None:
