@@ -9,8 +9,10 @@
 # bodies the corpus or the held-out set already hold (whitespace aside) and reads the rest
 # as tests/providers/test_overflow.py::test_heldout_figures does: recognised overflows,
 # false positives, counts that differ from the labels, and the misses a probe would resend
-# (worded suspects). Score a batch on the commit it was collected against, before any rule
-# changes for it: that is the figure the held-out header records.
+# (worded suspects), and the misses the relay reads for the request their source shows
+# (an answer stopped at "length" before any output, the entry followed by the comment
+# ``# request: no output limit``). Score a batch on the commit it was collected against,
+# before any rule changes for it: that is the figure the held-out header records.
 #
 # `readings` prints, for each body of the corpus, the held-out set and any batch files
 # named, what every reader says of it (detect_overflow, detect_suspect plain and worded,
@@ -41,12 +43,21 @@ from trimgate.providers.overflow import (
     Overflow,
     detect_bare_stream_overflow,
     detect_overflow,
+    detect_stream_event_overflow,
     detect_stream_overflow,
     detect_suspect,
     detect_unfixable,
+    detect_unspent_stop,
+    stream_event_has_output,
+    unspent_usage,
 )
 
 KNOWN = (CORPUS_PATH, HELDOUT_PATH)
+
+
+# the comment a collector writes after an answer stopped at "length" before any output
+# when its source shows the request set no output limit: the relay reads those
+_UNCAPPED = "# request: no output limit"
 
 
 def _key(body: str) -> str:
@@ -67,18 +78,41 @@ def _read(entry: dict[str, Any]) -> Overflow | None:
     return detect_overflow(entry["status"], body, wire_format=entry["format"])
 
 
+def unspent_stop(entry: dict[str, Any]) -> bool:
+    """Whether the relay reads an entry as an answer stopped at "length" before any
+    output, for a request that set no output limit: a whole 200 answer, or a stream's
+    event before any that carries output or states an error."""
+    body = entry["body"].encode()
+    if not entry["stream"]:
+        return entry["status"] == 200 and detect_unspent_stop(body) is not None
+    events = body.replace(b"\r\n", b"\n").split(b"\n\n")
+    for i, event in enumerate(events):
+        if detect_stream_event_overflow(event, output_started=False, wire_format="openai"):
+            return False
+        if detect_unspent_stop(event) is not None:
+            after = events[i + 1] if i + 1 < len(events) else b""
+            return unspent_usage(event) is not None or unspent_usage(after) is not False
+        if stream_event_has_output(event):
+            return False
+    return False
+
+
 def score(batch: Path) -> int:
     known = _known()
     fresh: list[dict[str, Any]] = []
     dropped: list[str] = []
-    for entry in load_entries(batch):
+    uncapped: set[str] = set()
+    for entry, comments in _with_comments(batch):
         key = _key(entry["body"])
         if key in known:
             dropped.append(entry["id"])
             continue
         known.add(key)
         fresh.append(entry)
+        if _UNCAPPED in comments:
+            uncapped.add(entry["id"])
     overflows = [e for e in fresh if e["overflow"]]
+    by_id = {e["id"]: e for e in fresh}
     missed: list[str] = []
     false: list[str] = []
     counts: list[str] = []
@@ -106,6 +140,8 @@ def score(batch: Path) -> int:
     for line in counts:
         print(f"counts {line}")
     print(f"misses a probe would resend: {probed}")
+    relayed = [i for i in missed if i in uncapped and unspent_stop(by_id[i])]
+    print(f"misses the relay reads, their requests setting no output limit: {relayed}")
     return 0
 
 

@@ -17,6 +17,7 @@ import orjson
 import pytest
 
 import trimgate
+from bench.heldout import unspent_stop
 from tests.data_files import CORPUS_PATH, HELDOUT_PATH, load_entries
 from trimgate.providers import overflow, overflow_read, overflow_wordings
 from trimgate.providers.overflow import (
@@ -26,7 +27,6 @@ from trimgate.providers.overflow import (
     confirm_suspect,
     detect_bare_stream_overflow,
     detect_overflow,
-    detect_stream_event_overflow,
     detect_stream_overflow,
     detect_suspect,
     detect_unfixable,
@@ -4311,29 +4311,10 @@ def test_heldout_figures(capsys: pytest.CaptureFixture[str]) -> None:
     # for a request that set no output limit the relay reads an answer stopped at "length"
     # before any output (detect_unspent_stop): the usage-less streams the ledger leaves,
     # and of the look-alikes only a stream's last chunk, cut by its request's max_tokens
-    unspent = {e["id"] for e in loaded if _unspent_stop(e)}
+    unspent = {e["id"] for e in loaded if unspent_stop(e)}
     left = {i for i in missed if _LEFT_MISSES[i] == "a stream finished length, no usage"}
     assert left <= unspent
     assert unspent & {e["id"] for e in others} == {"hb7-openai-stream-finish-length"}
-
-
-def _unspent_stop(entry: dict[str, Any]) -> bool:
-    """Whether the relay reads an entry as an answer stopped at "length" before any
-    output, for a request that set no output limit: a whole 200 answer, or a stream's
-    event before any that carries output or states an error."""
-    body = entry["body"].encode()
-    if not entry["stream"]:
-        return entry["status"] == 200 and detect_unspent_stop(body) is not None
-    events = body.replace(b"\r\n", b"\n").split(b"\n\n")
-    for i, event in enumerate(events):
-        if detect_stream_event_overflow(event, output_started=False, wire_format="openai"):
-            return False
-        if detect_unspent_stop(event) is not None:
-            after = events[i + 1] if i + 1 < len(events) else b""
-            return unspent_usage(event) is not None or unspent_usage(after) is not False
-        if stream_event_has_output(event):
-            return False
-    return False
 
 
 # Held-out overflows no reader recognises, and why they are left so. The first three kinds
