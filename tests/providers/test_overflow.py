@@ -1563,6 +1563,48 @@ def _sse(*docs: dict[str, Any]) -> bytes:
     return b"".join(b"data: " + orjson.dumps(doc) + b"\n\n" for doc in docs)
 
 
+def test_a_reply_after_a_start_that_counted_the_prompt_closes_on_no_output() -> None:
+    # llamaR and claudish count the prompt in message_start, write the refusal as the
+    # reply, and close it stating only the output (or 0 to both): the start's count shows
+    # the server counts, so no output counted means the reply was not the model's
+    refusal = "Prompt too long: 33120 tokens exceed the 32768-token context window."
+
+    def stream(start: dict[str, Any], usage: dict[str, int], *, text: str = refusal) -> bytes:
+        return _sse(
+            {"type": "message_start", "message": {"content": [], "usage": start}},
+            {"type": "content_block_start", "index": 0, "content_block": {"type": "text"}},
+            {"type": "content_block_delta", "index": 0, "delta": {"text": text}},
+            {"type": "content_block_stop", "index": 0},
+            {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": usage},
+            {"type": "message_stop"},
+        )
+
+    def read(data: bytes) -> Overflow | None:
+        return detect_stream_overflow(data, wire_format="anthropic")
+
+    counted = {"input_tokens": 33120, "output_tokens": 0}
+    assert read(stream(counted, {"output_tokens": 0})) == Overflow(33120, 32768)
+    assert read(stream({**counted, "output_tokens": 1}, {"input_tokens": 0, "output_tokens": 0}))
+    # output counted at the close, a start that counted no prompt, or a reply in other words
+    assert read(stream(counted, {"output_tokens": 14})) is None
+    assert read(stream({"input_tokens": 0, "output_tokens": 0}, {"output_tokens": 0})) is None
+    assert read(stream(counted, {"output_tokens": 0}, text="Here is the plan.")) is None
+    # the relay's verdicts, event by event: the start is kept as held is, and a reply in an
+    # overflow's words after it closes on a usage that counts no output
+    start = _sse({"type": "message_start", "message": {"usage": counted}})
+    assert overflow.stream_event_output(start) == overflow.COUNTED
+    assert overflow.stream_event_output(start, held=overflow.COUNTED) == overflow.NO_OUTPUT
+    said = _sse({"type": "content_block_delta", "index": 0, "delta": {"text": refusal}})
+    assert overflow.stream_event_output(said, held=overflow.COUNTED) == overflow.WORDED_COUNTED
+    close = _sse({"type": "message_delta", "delta": {}, "usage": {"output_tokens": 0}})
+    assert overflow.stream_event_output(close, held=overflow.WORDED_COUNTED) == overflow.UNSPENT
+    assert overflow.stream_event_output(close, held=overflow.WORDED) == overflow.OUTPUT
+    # a reply closed before any output after a counted start is still no output
+    stop = {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {}}
+    stop["usage"] = {"output_tokens": 0}
+    assert overflow.stream_event_output(_sse(stop), held=overflow.COUNTED) == overflow.NO_OUTPUT
+
+
 def test_a_reply_its_usage_says_cost_no_output_is_the_servers_error() -> None:
     # LMDeploy's Anthropic stream writes its engine's status as the reply, then a
     # message_delta that counts no output token for the prompt it counted: the reply was
@@ -4620,10 +4662,6 @@ _LEFT_MISSES: Final = {
     "hb689-exo-fork-prefill-memory-nonstream": "a memory ceiling in GiB, no token count",
     "hb689-exo-fork-prefill-memory-stream": "a memory ceiling in GiB, no token count",
     "hb690-llamabox-v0061-kv-size-period-please-500": "a KV pool's 500",
-    # llamaR writes its refusal as the reply's text and closes it counting no output, its
-    # input counted in message_start alone (a close that states only the output decides
-    # nothing: servers that count nothing say so too)
-    "hb692-llamar-anthropic-overflow-as-message-stream": "a close that counts the output alone",
     # go-llm-proxy translates Claude's window stop into "length" with content null
     "hb692-gollmproxy-anthropic-window-stop-empty": "an empty answer, content null",
     "hb694-ollama-openai-stream-empty-length-prompt-filled-window": (
@@ -4664,6 +4702,7 @@ _UNREAD: Final = frozenset(
         # refusal beside advice that names another count ("N_CTX=131072")
         "hb692-llamar-prompt-plus-max-tokens",
         "hb692-llamar-anthropic-overflow-200-json",
+        "hb692-llamar-anthropic-overflow-as-message-stream",
         # hf-llm-api's "Prompt exceeded token limit: 2031 > 2048" (a hidden 20-token reserve):
         # a pair that is false as arithmetic states no deficit
         "hb442-hfllmapi-zephyr-reserve-edge",

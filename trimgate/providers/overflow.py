@@ -84,6 +84,7 @@ from trimgate.sse import event_fields
 __all__ = [
     "FRAMED",
     "HELD_REPLIES",
+    "HOLDS",
     "MAX_BYTES",
     "MAX_PATTERNS",
     "MAX_PATTERN_LENGTH",
@@ -449,6 +450,9 @@ NO_OUTPUT: Final = ""  # an opener, a lifecycle or error event, a comment: hold 
 # error), or, in an Anthropic stream, the message_delta that closes it (UNSPENT below). How
 # such a reply may be closed as the server's error depends on what it looks like:
 WORDED: Final = "worded"  # up to 512 characters: an error stop, or no output for a prompt
+# ... after an Anthropic message_start that counted the prompt (COUNTED): any count of no
+# output closes it, the input counted at the start (llamaR, claudish state only the output)
+WORDED_COUNTED: Final = "worded-counted"
 WORDED_LONG: Final = "worded-long"  # 513 to 1,024 characters: an error stop only
 # wholly "[Error: ...]", or ending in an upstream's error body in JSON ("Error from upstream:
 # 400 - {...}"), a gateway's frame: any count of no output
@@ -456,7 +460,12 @@ FRAMED: Final = "framed"
 # ... and, held the same way though no reply, llama-swap's model-loading status
 # (``_loading_status``): its chunks hold on until the model's server answers
 LOADING: Final = "loading"
-HELD_REPLIES: Final = frozenset({WORDED, WORDED_LONG, FRAMED, LOADING})
+HELD_REPLIES: Final = frozenset({WORDED, WORDED_COUNTED, WORDED_LONG, FRAMED, LOADING})
+# an Anthropic message_start that counted the prompt (input_tokens above 0), no reply held
+# yet: kept as held is, so that a reply in an overflow's words after it is WORDED_COUNTED
+COUNTED: Final = "counted"
+# what a caller keeps as its stream's ``held`` when an event says it
+HOLDS: Final = HELD_REPLIES | {COUNTED}
 # a message_delta that closes a held reply as the server's error: LMDeploy's counts no
 # output token for a prompt it counted (its engine's status as the text); tududes'
 # claude-proxy stops with "error"; codex-pool's counts no output after its "[Error: ...]"
@@ -468,9 +477,12 @@ def _doc_output(doc: Any, held: str) -> tuple[str, Overflow | None]:
     reply of a stream (nothing ``held``) that reads as an overflow, one of
     ``HELD_REPLIES`` with the overflow its words state; after it, the end of its Anthropic
     block is ``NO_OUTPUT`` and a ``message_delta`` that closes it as the server's error
-    (``_closes_held``) ``UNSPENT``. With nothing held, an Anthropic reply closed before
-    any output (``_closes_unspent``) is ``NO_OUTPUT``."""
-    if held and isinstance(doc, dict):
+    (``_closes_held``) ``UNSPENT``. With no reply held, an Anthropic reply closed before
+    any output (``_closes_unspent``) is ``NO_OUTPUT``, and with nothing held a
+    ``message_start`` that counts the prompt ``COUNTED``."""
+    if not held and _start_counts_prompt(doc):
+        return COUNTED, None
+    if held not in ("", COUNTED) and isinstance(doc, dict):
         kind = doc.get("type")
         if kind == "content_block_stop":
             return NO_OUTPUT, None
@@ -486,13 +498,26 @@ def _doc_output(doc: Any, held: str) -> tuple[str, Overflow | None]:
             return LOADING, None
     if not _doc_has_output(doc):
         return NO_OUTPUT, None
-    text = reply_text(doc) if not held and isinstance(doc, dict) else None
+    text = reply_text(doc) if held in ("", COUNTED) and isinstance(doc, dict) else None
     found = reply_overflow(text) if text is not None else None
     if text is None or found is None:
         return OUTPUT, None
     if bracketed_error(text) is not None or _ends_in_error_body(text):
         return FRAMED, found  # (a frame: "[Error: ...]", or an upstream's error body last)
-    return (WORDED if len(text) <= WORDED_REPLY_LIMIT else WORDED_LONG), found
+    if len(text) > WORDED_REPLY_LIMIT:
+        return WORDED_LONG, found
+    return (WORDED_COUNTED if held == COUNTED else WORDED), found
+
+
+def _start_counts_prompt(doc: Any) -> bool:
+    """Whether a parsed event is an Anthropic ``message_start`` whose usage counts the
+    prompt (input_tokens above 0)."""
+    if not isinstance(doc, dict) or doc.get("type") != "message_start":
+        return False
+    message = doc.get("message")
+    usage = message.get("usage") if isinstance(message, dict) else None
+    prompt = usage.get("input_tokens") if isinstance(usage, dict) else None
+    return type(prompt) is int and prompt > 0
 
 
 def _closes_unspent(doc: dict[str, Any]) -> bool:
@@ -518,13 +543,14 @@ def _closes_held(held: str, doc: dict[str, Any]) -> bool:
     """Whether a ``message_delta`` makes the reply ``held`` the server's error: a stop
     reason of "error", which Anthropic never gives; for a reply of up to 512 characters,
     a usage that counts no output token for a prompt it counted (a server that counts
-    nothing says 0 to both, or states only the output); for a framed one, any usage that
-    counts no output token."""
+    nothing says 0 to both, or states only the output), or, the prompt counted in its
+    ``message_start`` (``WORDED_COUNTED``), or for a framed one, any usage that counts no
+    output token."""
     delta = doc.get("delta")
     if isinstance(delta, dict) and delta.get("stop_reason") == "error":
         return True
     usage = doc.get("usage")
-    if held == FRAMED:
+    if held in (FRAMED, WORDED_COUNTED):
         return isinstance(usage, dict) and _is_zero(usage.get("output_tokens"))
     return held == WORDED and _counts_no_output(usage)
 
@@ -600,7 +626,8 @@ def _event_verdict(
     """(``OUTPUT``, overflow) for one event that decides: an error event (overflow or
     not) or an output event (no overflow); (``NO_OUTPUT``, None) for an empty opener or a
     lifecycle event; (one of ``HELD_REPLIES``, overflow) for a first reply in an
-    overflow's words, and (``UNSPENT``, None) for a ``message_delta`` that closes the reply
+    overflow's words, (``COUNTED``, None) for a ``message_start`` that counts the prompt
+    with nothing held, and (``UNSPENT``, None) for a ``message_delta`` that closes the reply
     ``held`` as the server's error. With ``held`` None, only an error's overflow is read
     (``NO_OUTPUT`` otherwise)."""
     if payload is None:
@@ -622,8 +649,10 @@ def _event_verdict(
         return OUTPUT, _decide(200, facts, patterns)
     if name == "error":
         return OUTPUT, None
-    if name in _LIFECYCLE_TYPES or held is None:
+    if held is None:
         return NO_OUTPUT, None
+    if name in _LIFECYCLE_TYPES:
+        return (COUNTED if not held and _start_counts_prompt(doc) else NO_OUTPUT), None
     return _doc_output(doc, held)
 
 
@@ -662,7 +691,7 @@ def stream_head_decided(head: bytes) -> bool:
         verdict, _ = _event_verdict(name, data, (), held)
         if verdict in (OUTPUT, UNSPENT):
             return True
-        if verdict in HELD_REPLIES:
+        if verdict in HOLDS:
             held = verdict
     return len(events) >= _MAX_EVENTS
 
@@ -710,7 +739,7 @@ def detect_stream_overflow(
             return found
         if verdict == UNSPENT:
             return worded
-        if verdict in HELD_REPLIES:
+        if verdict in HOLDS:
             held, worded = verdict, found
     return None
 
@@ -902,7 +931,8 @@ def stream_event_output(event: bytes, *, held: str = "") -> str:
     lifecycle event, an empty opener, an error event) or one of ``HELD_REPLIES``: a reply
     whose text reads as an overflow, when no such reply is ``held`` (a second one is
     output), or llama-swap's first loading-status chunk (``LOADING``: its later ones are
-    ``NO_OUTPUT``). After a reply, an Anthropic block's end is ``NO_OUTPUT`` and a
+    ``NO_OUTPUT``); ``COUNTED`` for a ``message_start`` that counts the prompt, with
+    nothing held (kept as held is). After a reply, an Anthropic block's end is ``NO_OUTPUT`` and a
     ``message_delta`` that closes the reply as the server's error ``UNSPENT``
     (``detect_stream_overflow`` on what was held reads the reply's overflow)."""
     if not event:
@@ -929,5 +959,5 @@ def stream_event_output(event: bytes, *, held: str = "") -> str:
     if name == "error" or _walk_document(doc, _Facts(), 0, error_status=False):
         return NO_OUTPUT
     if name in _LIFECYCLE_TYPES:
-        return NO_OUTPUT
+        return COUNTED if not held and _start_counts_prompt(doc) else NO_OUTPUT
     return _doc_output(doc, held)[0]

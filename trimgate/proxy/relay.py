@@ -25,7 +25,7 @@ from aiohttp import web
 from trimgate.errors import UpstreamError
 from trimgate.providers.base import Codec
 from trimgate.providers.overflow import (
-    HELD_REPLIES,
+    HOLDS,
     OUTPUT,
     UNAVAILABLE_STATUSES,
     UNSPENT,
@@ -256,7 +256,7 @@ async def _hold_stream(
                 return bytes(buf), None, False
             if said == UNSPENT:  # the reply held was the server's error
                 return bytes(buf), codec.detect_stream_overflow(bytes(buf), patterns), False
-            if said in HELD_REPLIES:
+            if said in HOLDS:
                 held = said
         if len(buf) > STREAM_HOLD_LIMIT:
             return bytes(buf), unspent if uncapped else None, False
