@@ -3931,6 +3931,12 @@ def test_a_prompt_over_a_named_setting(message: str, expected: Overflow | None) 
             "context length 8192 exceeded: n_prompt_tokens=9000, max_tokens (512)",
             Overflow(9000, 7680),
         ),
+        (  # local-lattice's estimate, "≈" for "="
+            "Context budget exceeded: prompt_tokens≈7900, max_tokens=1024, context_window=8192."
+            " Set MLX_CONTEXT_OVER_BUDGET=trim to drop oldest turns, or reduce messages /"
+            " max_tokens.",
+            Overflow(7900, 7168),
+        ),
         # a size in bytes or characters is no count of tokens
         ("prompt has 70000 bytes and max_tokens 1000; the context limit is 65536", None),
         # it fits: some other error

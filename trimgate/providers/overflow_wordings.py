@@ -1061,7 +1061,8 @@ _ITEM_PROMPT_BEFORE_RE: Final = _p(
     # a cap: "max prompt length (L)", "max_input_tokens=L", "truncate_prompt_tokens=N")
     r"(?:input tokens length is|(?<!max )(?<!maximum )(?:prompt|final prefill) length\s*+=?+"
     r"\s*+\(?+|prompt tokens?:?|input length"
-    r"|(?<!max_)(?<!truncate_)(?:input|prompt)_tokens\s*+[=(]|(?<![a-z_])(?:input|prompt)_tokens:?+"
+    # ("prompt_tokens≈7900": local-lattice's estimate)
+    r"|(?<!max_)(?<!truncate_)(?:input|prompt)_tokens\s*+[=(≈~]|(?<![a-z_])(?:input|prompt)_tokens:?+"
     r"|prompt (?:contains(?: at least)?|has|uses)|you passed|prompt token len|prompt\s*+\("
     r"|prompt is(?= \d[\d,]* tokens))\s*+" + _ITEM_N
 )
