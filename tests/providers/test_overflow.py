@@ -3710,6 +3710,9 @@ def test_counts_of_new_wordings(message: str, expected: Overflow) -> None:
         "What: request admission exceeded the model context limit. Why: final prefill length "
         "(57) after placeholder expansion plus max_tokens (4096) is 4153, above 4096. How: "
         "reduce the prompt, image count/expansion size, or max_tokens.",
+        # runNburn, no prompt count stated
+        "This model's maximum context length is 32768 tokens, but the request allows 32768 "
+        "completion tokens",
     ],
 )
 def test_an_itemised_completion_alone_over_the_window_is_unfixable(message: str) -> None:

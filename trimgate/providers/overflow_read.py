@@ -1648,8 +1648,10 @@ def _itemised(text: str) -> Overflow | None:
     output tokens ... context length is only L", "`inputs` tokens + `max_new_tokens` must be
     <= L. Given: P `inputs` tokens and C `max_new_tokens`"). The prompt is the sum of its
     parts (text, tool, image input); the overflow aims at ``L - C``. ``_NOT_FIXABLE`` when
-    the reservation alone fills the window; None when the reading is not unambiguous (no
-    prompt count, or not exactly one reservation and one window) or the sum fits."""
+    the reservation alone fills the window, the prompt's count stated or not ("maximum
+    context length is 32768 tokens, but the request allows 32768 completion tokens",
+    runNburn's); None when the reading is not unambiguous (not exactly one reservation
+    and one window, or no prompt count) or the sum fits."""
     if _ITEM_GATE_RE.search(text) is None:
         return None
     prompts = _item_counts(_ITEM_PROMPT_AFTER_RE, text) | _item_counts(_ITEM_PROMPT_BEFORE_RE, text)
@@ -1657,7 +1659,7 @@ def _itemised(text: str) -> Overflow | None:
     limits = _item_counts(_ITEM_LIMIT_RE, text)
     if len(limits) > 1:  # a prompt count read as a limit too ("exceeds ... (P)")
         limits -= prompts
-    if not prompts or len(outputs) != 1:
+    if len(outputs) != 1:
         return None
     reserved = outputs.pop()
     if len(limits) == 2 and reserved in limits:  # "<= L" read beside "max_tokens (C)"
@@ -1667,6 +1669,8 @@ def _itemised(text: str) -> Overflow | None:
     window = limits.pop()  # may equal the reservation: then nothing fits
     if reserved >= window:
         return _NOT_FIXABLE
+    if not prompts:
+        return None
     prompt = sum(prompts)
     if prompt + reserved <= window:
         return None
