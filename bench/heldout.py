@@ -109,7 +109,7 @@ def score(batch: Path) -> int:
             continue
         known.add(key)
         fresh.append(entry)
-        if _UNCAPPED in comments:
+        if any(line.startswith(_UNCAPPED) for line in comments):
             uncapped.add(entry["id"])
     overflows = [e for e in fresh if e["overflow"]]
     by_id = {e["id"]: e for e in fresh}

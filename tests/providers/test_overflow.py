@@ -2736,6 +2736,55 @@ def test_a_responses_window_stop_with_nothing_said_is_an_overflow() -> None:
     ):
         read = detect_overflow(200, orjson.dumps(other), wire_format="openai-responses")
         assert read is None, other
+    # rosetta-llm writes the stop reason as the response's status
+    stopped = {"object": "response", "status": "model_context_window_exceeded", "output": []}
+    stopped["usage"] = {"input_tokens": 199990, "output_tokens": 0}
+    read = detect_overflow(200, orjson.dumps(stopped), wire_format="openai-responses")
+    assert read == Overflow(None, None)
+    with_text = orjson.dumps({**stopped, "output": [said]})
+    assert detect_overflow(200, with_text, wire_format="openai-responses") is None
+
+
+def test_a_responses_event_whose_response_failed_is_an_error_event() -> None:
+    # codex-cc sends its upstream's error as response.completed with a failed response
+    said = "DeepSeek HTTP 400: This model's maximum context length is 131072 tokens. However,"
+    said += " you requested 140000 tokens (139000 in the messages, 1000 in the completion)."
+    failed = {"id": "resp_error", "status": "failed", "error": {"message": said}, "output": []}
+    event = {"type": "response.completed", "response": failed}
+    read = detect_stream_overflow(_sse(event), wire_format="openai-responses")
+    assert read == Overflow(139000, 130072)
+    for other in (
+        {**event, "response": {**failed, "status": "completed"}},
+        {**event, "response": {**failed, "error": None}},
+    ):
+        assert detect_stream_overflow(_sse(other), wire_format="openai-responses") is None
+
+
+def test_a_response_left_incomplete_before_output_is_an_unspent_stop() -> None:
+    # for a Responses request with no max_output_tokens (the relay's to know): LiteLLM over
+    # Claude's window stop, ds4codex over a server that stopped at "length" (as
+    # response.completed), RKLLM's floor of one output token
+    response: dict[str, Any] = {
+        "object": "response",
+        "status": "incomplete",
+        "incomplete_details": {"reason": "max_output_tokens"},
+        "output": [],
+        "usage": {"input_tokens": 4302, "output_tokens": 1, "total_tokens": 4303},
+    }
+    for said in (
+        orjson.dumps(response),
+        _sse({"type": "response.incomplete", "response": response}),
+        _sse({"type": "response.completed", "response": {**response, "usage": {}}}),
+    ):
+        assert detect_unspent_stop(said) == Overflow(None, None), said
+    for other in (
+        {**response, "output": [{"type": "reasoning", "summary": []}]},
+        {**response, "usage": {"input_tokens": 4302, "output_tokens": 300}},
+        {**response, "usage": {"input_tokens": 4302, "output_tokens": 1, "total_tokens": 4400}},
+        {**response, "incomplete_details": {"reason": "content_filter"}},
+        {**response, "status": "completed"},
+    ):
+        assert detect_unspent_stop(orjson.dumps(other)) is None, other
 
 
 def test_a_prompt_tokens_key_in_a_message_names_the_prompt() -> None:
@@ -4360,12 +4409,17 @@ def test_heldout_figures(capsys: pytest.CaptureFixture[str]) -> None:
     sizes = {e["id"] for e in others if _BODY_LIMIT_RE.search(e["body"]) or e["status"] == 413}
     assert len(set(probed[False]) - sizes) <= 0.03 * len(others)
     # for a request that set no output limit the relay reads an answer stopped at "length"
-    # before any output (detect_unspent_stop): the usage-less streams the ledger leaves,
-    # and of the look-alikes only a stream's last chunk, cut by its request's max_tokens
+    # (or a response left incomplete for max_output_tokens) before any output
+    # (detect_unspent_stop): the usage-less streams the ledger leaves, and of the
+    # look-alikes only a stream's last chunk cut by its request's max_tokens, and a test
+    # fixture's Responses stream so left, its request unknown
     unspent = {e["id"] for e in loaded if unspent_stop(e)}
     left = {i for i in missed if _LEFT_MISSES[i] == "a stream finished length, no usage"}
     assert left <= unspent
-    assert unspent & {e["id"] for e in others} == {"hb7-openai-stream-finish-length"}
+    assert unspent & {e["id"] for e in others} == {
+        "hb7-openai-stream-finish-length",
+        "hb454-meai-responses-stream-incomplete-max-output",
+    }
 
 
 # Held-out overflows no reader recognises, and why they are left so. The first three kinds

@@ -11,7 +11,15 @@ import orjson
 import pytest
 
 from tests.data_files import CORPUS_PATH, load_entries
-from tests.fakes import FakeProvider, Reply, anthropic_ok, json_reply, openai_ok, sse_data
+from tests.fakes import (
+    FakeProvider,
+    Reply,
+    anthropic_ok,
+    json_reply,
+    openai_ok,
+    responses_cached_ok,
+    sse_data,
+)
 from tests.proxy.bodies import anthropic_messages, openai_chat, responses_input
 from tests.proxy.conftest import MakeStack
 from trimgate.providers.overflow import detect_overflow
@@ -966,6 +974,84 @@ WINDOW_STOP = {
     "stop_reason": "model_context_window_exceeded",
     "usage": {"input_tokens": 0, "output_tokens": 0},
 }
+
+
+def _incomplete(output: list[dict[str, Any]], produced: int = 0) -> dict[str, Any]:
+    """A Responses object left incomplete for max_output_tokens, as LiteLLM answers a
+    Claude window stop before any output."""
+    return {
+        "id": "resp_1",
+        "object": "response",
+        "status": "incomplete",
+        "incomplete_details": {"reason": "max_output_tokens"},
+        "output": output,
+        "usage": {"input_tokens": 199990, "output_tokens": produced, "total_tokens": 199990},
+    }
+
+
+_EMPTY_MESSAGE: dict[str, Any] = {
+    "type": "message",
+    "id": "msg_1",
+    "role": "assistant",
+    "status": "completed",
+    "content": [{"type": "output_text", "text": "", "annotations": []}],
+}
+
+
+def _incomplete_reply(stream: bool, response: dict[str, Any]) -> Reply:
+    if not stream:
+        return json_reply(response)
+    part = _EMPTY_MESSAGE["content"][0]
+    opened = {**response, "status": "in_progress", "output": [], "usage": None}
+    events = [
+        {"type": "response.created", "response": opened},
+        {"type": "response.output_item.added", "item": {**_EMPTY_MESSAGE, "content": []}},
+        {"type": "response.content_part.added", "part": part},
+        {"type": "response.output_text.done", "text": ""},
+        {"type": "response.content_part.done", "part": part},
+        {"type": "response.output_item.done", "item": _EMPTY_MESSAGE},
+        {"type": "response.incomplete", "response": response},
+    ]
+    return Reply(events=[b for e in events for b in sse_data(e, event=e["type"])])
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_an_unlimited_response_left_incomplete_before_output_is_retried(
+    make_stack: MakeStack, stream: bool
+) -> None:
+    # a Responses request with no max_output_tokens: only the window leaves its answer
+    # incomplete for max_output_tokens with nothing produced, so the retry sends fewer turns
+    first = _incomplete_reply(stream, _incomplete([_EMPTY_MESSAGE]))
+    fake = FakeProvider().then(first, json_reply(responses_cached_ok(900, 0)))
+    stack = await make_stack(fake)
+    body = {**responses_input(8, model="gpt-4o"), "stream": stream}
+    resp = await stack.client.post("/v1/responses", json=body)
+    assert resp.status == 200 and len(fake.requests) == 2
+    assert resp.headers["x-trimgate-reason"] == "reactive"
+    assert len(fake.requests[1].body) < len(fake.requests[0].body)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize(
+    ("limit", "response"),
+    [
+        ({"max_output_tokens": 64}, _incomplete([_EMPTY_MESSAGE])),
+        # hidden reasoning spent the limit: a reasoning item, or output tokens counted
+        ({}, _incomplete([{"type": "reasoning", "id": "rs_1", "summary": []}], 300)),
+        ({}, _incomplete([], 300)),
+    ],
+    ids=["limited", "reasoning", "counted"],
+)
+async def test_a_response_left_incomplete_otherwise_is_the_answer(
+    make_stack: MakeStack, stream: bool, limit: dict[str, Any], response: dict[str, Any]
+) -> None:
+    fake = FakeProvider().then(_incomplete_reply(stream, response))
+    stack = await make_stack(fake)
+    body = {**responses_input(8, model="gpt-4o"), "stream": stream, **limit}
+    resp = await stack.client.post("/v1/responses", json=body)
+    assert resp.status == 200 and len(fake.requests) == 1
+    assert resp.headers["x-trimgate-retries"] == "0"
+    assert b"max_output_tokens" in await resp.read()
 
 
 @pytest.mark.parametrize("stream", [False, True])

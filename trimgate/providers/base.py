@@ -72,8 +72,9 @@ class Decoded:
     # The request asks the provider to manage its own context (Anthropic or Responses
     # ``context_management``, Responses ``truncation: "auto"``)
     provider_managed: bool = False
-    # A Chat Completions request that sets no output limit under any name a server honours
-    # (``detect_unspent_stop``); the other formats' codecs leave it False
+    # A Chat Completions request that sets no output limit under any name a server honours,
+    # or a Responses request with no ``max_output_tokens`` (``detect_unspent_stop``); the
+    # other formats' codecs leave it False
     uncapped: bool = False
 
 

@@ -359,6 +359,7 @@ class OpenAIResponsesCodec(CodecBase):
             stream,
             hoistable=True,
             provider_managed=_provider_managed(body),
+            uncapped=limit is None,
         )
 
     def encode(self, decoded: Decoded, plan: TrimPlan, *, breadcrumb: str) -> dict[str, Any]:

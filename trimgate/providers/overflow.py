@@ -67,7 +67,10 @@ from trimgate.providers.overflow_read import (
     _unfixable,
     _walk_document,
     bracketed_error,
+    empty_message_item,
+    empty_text_part,
     fields_fill_window,
+    incomplete_unspent,
     prompt_only_usage,
     reply_overflow,
     reply_text,
@@ -149,18 +152,21 @@ def may_state_error(body: bytes) -> bool:
     are lower-case): an "error" key or type, the window stop, FastAPI's HTTPException
     returned rather than raised (``{"status_code": 400, "detail": ...}``), a platform's
     ``{"success": false, ...}`` or ``{"code": 500, ...}``, a reply that is a known error
-    (``_REPLY_ERROR_MARKS``), or an output counted below zero."""
+    (``_REPLY_ERROR_MARKS``), an output counted below zero, or a response left incomplete
+    for ``max_output_tokens`` (``detect_unspent_stop``)."""
     return (
         b"error" in body
         or WINDOW_STOP_JSON in body
         or any(mark in body for mark in _REPLY_ERROR_MARKS)
         or states_envelope_error(body)
         or _NEGATIVE_OUTPUT_RE.search(body) is not None
+        or _OUTPUT_LIMIT_REASON_RE.search(body) is not None
     )
 
 
 # an empty reply counting its output below zero (LMDeploy 0.6)
 _NEGATIVE_OUTPUT_RE: Final = re.compile(rb'"completion_tokens"\s*:\s*-')
+_OUTPUT_LIMIT_REASON_RE: Final = re.compile(rb'"reason"\s*:\s*"max_output_tokens"')
 
 
 def states_envelope_error(body: bytes) -> bool:
@@ -584,6 +590,8 @@ def _doc_has_output(doc: Any) -> bool:
             )
         if kind in ("response.output_item.added", "response.content_part.added"):
             return False
+        if _empty_done(kind, doc):
+            return False
         if kind.startswith(("response.", "message_")):
             return True
     choices = doc.get("choices")
@@ -592,6 +600,16 @@ def _doc_has_output(doc: Any) -> bool:
             return doc.get("usage") not in (None, {})
         return any(_choice_has_output(choice) for choice in choices[:_MAX_ITEMS])
     return True
+
+
+def _empty_done(kind: str, doc: dict[str, Any]) -> bool:
+    """Whether a Responses event closes a message, part or text that holds nothing (as
+    LiteLLM closes the empty message of a response it then leaves incomplete)."""
+    if kind == "response.output_text.done":
+        return doc.get("text") == ""
+    if kind == "response.content_part.done":
+        return empty_text_part(doc.get("part"))
+    return kind == "response.output_item.done" and empty_message_item(doc.get("item"))
 
 
 def _loading_status(doc: Any) -> str | None:
@@ -800,7 +818,11 @@ def detect_bare_stream_overflow(
 
 def detect_unspent_stop(data: bytes) -> Overflow | None:
     """The overflow an answer states by stopping at "length" with nothing produced, read
-    as one for a chat request that set no output limit (the caller's to know): no limit
+    as one for a chat request that set no output limit (the caller's to know), or by a
+    Responses object left "incomplete" for ``max_output_tokens`` with nothing produced
+    (``incomplete_unspent``; whole, or as a ``response.incomplete`` event), for a
+    Responses request with no ``max_output_tokens`` (LiteLLM answers so when Claude stops
+    at the window before any output): no limit
     stopped it, so the window did (for any other request, only a usage that counts the
     prompt alone makes it one: ``stop_usage_counts_prompt_only``). Local servers
     (mlx-omnia, InfiniLM, RKLLM, LlamaEdge, an old vLLM behind xinference) answer a
@@ -811,12 +833,25 @@ def detect_unspent_stop(data: bytes) -> Overflow | None:
     but a role in its message or delta (any other field that holds something, known or
     not, is output), and its usage, if any, counts no output token (or one) and nothing
     beyond the prompt and it (``unspent_usage``)."""
-    if not data or len(data) > MAX_BYTES or b'"length"' not in data:
+    if not data or len(data) > MAX_BYTES:
         return None
-    doc = _event_doc(data)
-    if _unspent_choice(doc) is None or _usage_unspent(doc) is False:
-        return None
-    return Overflow(None, None)
+    if b'"length"' in data:
+        doc = _event_doc(data)
+        if _unspent_choice(doc) is not None and _usage_unspent(doc) is not False:
+            return Overflow(None, None)
+    if b'"max_output_tokens"' in data and _unspent_response(_event_doc(data)):
+        return Overflow(None, None)
+    return None
+
+
+def _unspent_response(doc: Any) -> bool:
+    """Whether a Responses object, or the one a ``response.*`` event holds
+    (``response.incomplete``; ds4codex sends it as ``response.completed``), was left
+    incomplete for ``max_output_tokens`` with nothing produced."""
+    kind = doc.get("type") if isinstance(doc, dict) else None
+    if isinstance(kind, str) and kind.startswith("response."):
+        doc = doc.get("response")
+    return isinstance(doc, dict) and incomplete_unspent(doc, "max_output_tokens")
 
 
 def _unspent_choice(doc: Any) -> dict[str, Any] | None:

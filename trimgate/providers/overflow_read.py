@@ -602,12 +602,23 @@ def _answered(doc: dict[str, Any]) -> bool:
 
 def _typed_error(doc: dict[str, Any]) -> bool:
     """An object typed as an error: ``"type": "error"``, ``"object": "error"``, the
-    Responses API's ``response.failed``, or a type that ends in "error" beside a message
-    (eurouter's stream event ``{"message": ..., "type": "stream_error", "code": ...}``)."""
+    Responses API's ``response.failed`` (or another ``response.*`` event whose response
+    failed with an error: codex-cc sends its upstream's error as ``response.completed``),
+    or a type that ends in "error" beside a message (eurouter's stream event
+    ``{"message": ..., "type": "stream_error", "code": ...}``)."""
     kind = doc.get("type")
     if kind in ("error", "response.failed") or doc.get("object") == "error":
         return True
-    return isinstance(kind, str) and kind.endswith("error") and "message" in doc
+    if not isinstance(kind, str):
+        return False
+    if kind.endswith("error") and "message" in doc:
+        return True
+    response = doc.get("response") if kind.startswith("response.") else None
+    return (
+        isinstance(response, dict)
+        and response.get("status") == "failed"
+        and response.get("error") not in (None, False, "", {}, [])
+    )
 
 
 # Anthropic's stop_reason, and GLM's finish_reason, for a stop at the context window
@@ -657,29 +668,58 @@ def _window_stop(doc: dict[str, Any]) -> bool:
 
 def _window_stopped_response(doc: dict[str, Any]) -> bool:
     """... and its Responses spelling, as api2api translates Claude's stop: a response left
-    "incomplete" for that reason whose output is at most empty messages (no text, no other
-    item) and whose usage, if any, counts no output token."""
+    "incomplete" for that reason with nothing produced (``incomplete_unspent``), or, as
+    rosetta-llm writes it, with that reason as its status."""
+    if doc.get("status") == WINDOW_STOP:
+        return _produced_nothing(doc)
+    return incomplete_unspent(doc, WINDOW_STOP)
+
+
+def incomplete_unspent(doc: dict[str, Any], reason: str) -> bool:
+    """Whether a Responses object was left "incomplete" for ``reason`` with nothing
+    produced (``_produced_nothing``)."""
     details = doc.get("incomplete_details")
     if doc.get("status") != "incomplete" or not isinstance(details, dict):
         return False
-    if details.get("reason") != WINDOW_STOP or doc.get("output_text"):
+    return details.get("reason") == reason and _produced_nothing(doc)
+
+
+def _produced_nothing(doc: dict[str, Any]) -> bool:
+    """Whether a Responses object holds no output: at most empty messages (no text, no
+    other item: a reasoning item is output spent), and a usage, if any, that counts no
+    output token (or one, and nothing beyond the input and it: RKLLM's floor of one, as
+    for a chat answer)."""
+    if doc.get("output_text"):
         return False
     output = doc.get("output")
     if not isinstance(output, list) or len(output) > _MAX_ITEMS:
         return False
-    for item in output:
-        if not isinstance(item, dict) or item.get("type") != "message":
-            return False
-        content = item.get("content")
-        if not isinstance(content, list) or len(content) > _MAX_ITEMS:
-            return False
-        if not all(_empty_text_part(part) for part in content):
-            return False
+    if not all(empty_message_item(item) for item in output):
+        return False
     usage = doc.get("usage")
-    return not isinstance(usage, dict) or _is_zero(usage.get("output_tokens"))
+    if not isinstance(usage, dict):
+        return True
+    produced, prompt = usage.get("output_tokens"), usage.get("input_tokens")
+    if _is_zero(produced) or produced is None:
+        return True
+    if produced != 1 or type(prompt) is not int:
+        return False
+    total = usage.get("total_tokens", prompt + 1)
+    return type(total) is int and total <= prompt + 1
 
 
-def _empty_text_part(part: Any) -> bool:
+def empty_message_item(item: Any) -> bool:
+    """Whether a Responses output item is a message with no text: its parts, if any,
+    empty ``output_text``."""
+    if not isinstance(item, dict) or item.get("type") != "message":
+        return False
+    content = item.get("content")
+    if not isinstance(content, list) or len(content) > _MAX_ITEMS:
+        return False
+    return all(empty_text_part(part) for part in content)
+
+
+def empty_text_part(part: Any) -> bool:
     return isinstance(part, dict) and part.get("type") == "output_text" and not part.get("text")
 
 
