@@ -2737,7 +2737,8 @@ def test_a_responses_window_stop_with_nothing_said_is_an_overflow() -> None:
         read = detect_overflow(200, orjson.dumps(other), wire_format="openai-responses")
         assert read is None, other
     # rosetta-llm writes the stop reason as the response's status
-    stopped = {"object": "response", "status": "model_context_window_exceeded", "output": []}
+    stopped: dict[str, Any] = {"object": "response", "status": "model_context_window_exceeded"}
+    stopped["output"] = []
     stopped["usage"] = {"input_tokens": 199990, "output_tokens": 0}
     read = detect_overflow(200, orjson.dumps(stopped), wire_format="openai-responses")
     assert read == Overflow(None, None)
