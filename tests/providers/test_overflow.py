@@ -3520,6 +3520,8 @@ def test_generic_rule_recognises_unlisted_wordings(message: str) -> None:
         "Insufficient disk space to store the input, limit reached",
         # a nesting depth, not a length (a proxy's token estimator, copilot-api)
         "Responses token estimate exceeds the maximum depth of 128",
+        # a machine's memory for a context it cannot allocate (node-llama-cpp)
+        "A context size of 24 is too large for the available RAM (including swap)",
     ],
 )
 def test_generic_rule_never_fires_on_look_alikes(message: str) -> None:

@@ -1192,6 +1192,9 @@ _GEN_SHAPE_EXCLUDE: Final = (
     # a nesting depth ("token estimate exceeds the maximum depth of 128"), not a length (a
     # model's name may hold the word: "depth-anything")
     r"|\b(?:max(?:imum)?|nesting|recursion) depth\b|\bdepth (?:limit|exceeded)\b"
+    # a machine's memory, not the window ("A context size of 24 is too large for the
+    # available RAM (including swap)": node-llama-cpp sizing a context it cannot allocate)
+    r"|\bavailable (?:ram|vram|system memory)\b"
 )
 _GEN_EXCLUDE_RE: Final = _p(_GEN_OUTPUT_EXCLUDE + "|" + _GEN_SHAPE_EXCLUDE)
 _GEN_SHAPE_EXCLUDE_RE: Final = _p(_GEN_SHAPE_EXCLUDE)
