@@ -3529,6 +3529,20 @@ def test_generic_rule_never_fires_on_look_alikes(message: str) -> None:
         assert detect_overflow(status, _error_body(message), wire_format="openai") is None
 
 
+def test_the_gemini_clis_startup_log_names_no_auth_error() -> None:
+    # bridges over the Gemini CLI relay its whole stderr: the startup profiler's phase
+    # "authenticate" is a log line, not an auth error; a real one still is
+    startup = "[STARTUP] Recording metric for phase: authenticate duration: 71.9\n"
+    refusal = (
+        '[API Error: {"error":{"code":400,"message":"The input token count (1187331) exceeds'
+        ' the maximum number of tokens allowed (1048576).","status":"INVALID_ARGUMENT"}}]'
+    )
+    said = _error_body("Gemini CLI execution failed (exit code: 1): " + startup + refusal)
+    assert detect_overflow(502, said, wire_format="openai") == Overflow(1187331, 1048576)
+    failed = _error_body(startup + "Error: authentication failed, invalid API key. " + refusal)
+    assert detect_overflow(502, failed, wire_format="openai") is None
+
+
 def test_a_nesting_depth_is_no_length() -> None:
     # a proxy's token estimator guarding its JSON nesting (copilot-api), read by no rule and
     # not probed; a model named for depth is still a model
@@ -4746,12 +4760,6 @@ _LEFT_MISSES: Final = {
     # nothing shown, but 13 output tokens counted (a stand-in's usage)
     "hb709-litellm-anthropic-stream-window-stop": "an incomplete response counting output",
     "hb709-litellm-anthropic-window-stop-json": "an incomplete response counting output",
-    # apixcode's 500 is the Gemini CLI's whole stderr: its startup log says "authenticate"
-    # before Google's refusal
-    "hb712-apixcode-gemini-cli-input-token-count": "a CLI's stderr, naming authentication",
-    "hb712-apixcode-gemini-cli-input-token-count-no-number": (
-        "a CLI's stderr, naming authentication"
-    ),
     # freewhirr's 402 "FreeModelsExhausted", every attempt over its model's window
     "hb715-freewhirr-free-exhausted-ctx-chat": "a 402, its attempts each an overflow",
     "hb715-freewhirr-free-exhausted-ctx-messages": "a 402, its attempts each an overflow",

@@ -1418,10 +1418,16 @@ _GRPC_ERROR_RE: Final = re.compile(
 
 # --------------------------------------------------------------------------- decision
 
+_STARTUP_METRIC_RE: Final = re.compile(r"\[startup\] recording metric for phase: [\w-]{1,40}")
+
 
 def _never(text: str) -> bool:
-    """A rate-limit, quota, billing, auth or safety wording, or a model's output cap."""
+    """A rate-limit, quota, billing, auth or safety wording, or a model's output cap (not
+    in the Gemini CLI's startup log, which bridges relay with its stderr: "[STARTUP]
+    Recording metric for phase: authenticate duration: 71.9")."""
     low = text.lower()
+    if "[startup] recording metric" in low:
+        low = _STARTUP_METRIC_RE.sub(" ", low)
     if any(word in low for word in _NEVER_WORDS):
         return True
     return any(hint in low for hint in _RATE_HINTS) and _RATE_RE.search(text) is not None
