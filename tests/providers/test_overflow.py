@@ -2179,6 +2179,30 @@ def test_a_status_and_its_body_as_the_whole_reply_is_read() -> None:
         assert detect_stream_overflow(_sse(chunk), wire_format="openai") is None, text
 
 
+def test_claude_codes_api_error_as_the_whole_reply_is_its_error() -> None:
+    # bridges that run Claude Code return its result, "API Error: 400 {...}", as the reply
+    # (claude-max-proxy-py: a whole answer counting nothing; claude-code-relay: a stream's
+    # one chunk with its finish reason)
+    said = {
+        "type": "invalid_request_error",
+        "message": "prompt is too long: 212842 tokens > 200000 maximum",
+    }
+    relayed = "API Error: 400 " + orjson.dumps({"type": "error", "error": said}).decode()
+    usage = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+    choice: dict[str, Any] = {"index": 0, "message": {"role": "assistant", "content": relayed}}
+    whole: dict[str, Any] = {"choices": [{**choice, "finish_reason": "stop"}], "usage": usage}
+    got = detect_overflow(200, orjson.dumps(whole), wire_format="openai")
+    assert got == Overflow(212842, 200000, whole=True)
+    chunk = {"choices": [{"index": 0, "delta": {"content": relayed}, "finish_reason": "stop"}]}
+    assert detect_stream_overflow(_sse(chunk), wire_format="openai") is not None
+    # a reply that introduces it, another status, or output counted: the model's answer
+    for text in ("It said: " + relayed, relayed.replace("400", "429")):
+        other = {**whole, "choices": [{**choice, "message": {"content": text}}]}
+        assert detect_overflow(200, orjson.dumps(other), wire_format="openai") is None, text
+    spent = {**whole, "usage": {**usage, "completion_tokens": 80}}
+    assert detect_overflow(200, orjson.dumps(spent), wire_format="openai") is None
+
+
 def test_the_system_prompts_own_cap_is_no_overflow() -> None:
     # "Prompt exceeds maximum length" (Zhipu, MLX servers) is listed; nvd-claude-proxy's
     # cap on the system prompt, which no trim shortens, is not it

@@ -192,6 +192,7 @@ _REPLY_ERROR_MARKS: Final = (
     b"ERROR: The prompt size exceeds",
     b'"[Error: ',  # a gateway's error as the whole reply (codex-pool)
     b'"Error: ',  # ... or a server's, one line (Apple-Intelligence-API, afm-server)
+    b'"API Error: ',  # ... or Claude Code's, "API Error: 400 {...}", relayed by its bridges
     b"**Context window exceeded**",  # ... or its notice (maclocal-api)
     b"[Sorry, The input message is too long!]",  # ... or Kuwa GenAI OS's refusal
     b"**Request Rejected: Token Limit Exceeded**",  # ... or RobAI's research proxy's

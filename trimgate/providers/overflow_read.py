@@ -1202,7 +1202,8 @@ def _relayed_exception(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
     no output, a chunk that carries its finish reason); Open WebUI's pipelines and
     antigravity2api and VCPToolBox with a provider's status and body ("Error: 400 - {...}",
     "错误: API请求失败 (400): {...}", "[UPSTREAM_ERROR] 上游API返回状态码 400，错误信息:
-    {...}", the whole reply);
+    {...}", the whole reply), and the bridges over Claude Code with its "API Error: 400
+    {...}";
     LocalAI's legacy completions stream ends in a reply that is its backend's gRPC error
     ("Internal error: rpc error: code = Internal desc = ..."). A model's reply does not
     start so: read as an error's message, with the status it names (the SDK's exception
@@ -1283,8 +1284,9 @@ def _no_output_counted(doc: dict[str, Any], choice: dict[str, Any] | None) -> bo
 def _status_and_body(text: str) -> str | None:
     """The status of a reply that is wholly "Error: 400 - <the upstream's error body in
     JSON>", as Open WebUI's pipelines write a provider's refusal (``f"Error: {status} -
-    {body}"``), "错误: API请求失败 (400): <body>", as antigravity2api does, or
-    "[UPSTREAM_ERROR] 上游API返回状态码 400，错误信息: <body>", as VCPToolBox does."""
+    {body}"``), "错误: API请求失败 (400): <body>", as antigravity2api does,
+    "[UPSTREAM_ERROR] 上游API返回状态码 400，错误信息: <body>", as VCPToolBox does, or
+    "API Error: 400 <body>", as Claude Code prints it (claude-max-proxy-py relays it)."""
     match = _STATUS_AND_BODY_RE.match(text)
     if match is None:
         return None
@@ -1405,10 +1407,11 @@ _JS_SDK_ERROR_RE: Final = re.compile(r"\s*Error: ([45]\d\d) (?=\S)")
 # an HTTP status and the body it came with, the whole reply (``_status_and_body``): "Error:
 # 400 - {", antigravity2api's "错误: API请求失败 (400): {" (error: API request failed), or
 # VCPToolBox's "[UPSTREAM_ERROR] 上游API返回状态码 400，错误信息: {" (the upstream API returned
-# status 400, error message:)
+# status 400, error message:), or Claude Code's "API Error: 400 {", as the bridges that run
+# it relay its result
 _STATUS_AND_BODY_RE: Final = re.compile(
     r"\s*+(?:Error: ([45]\d\d) -|错误: API请求失败 \(([45]\d\d)\):"
-    r"|\[UPSTREAM_ERROR\] 上游API返回状态码 ([45]\d\d)，错误信息:) (?=\{)"
+    r"|\[UPSTREAM_ERROR\] 上游API返回状态码 ([45]\d\d)，错误信息:|API Error: ([45]\d\d)) (?=\{)"
 )
 # a Go gRPC status as a string, the whole start of a reply ("Internal error: " before it)
 _GRPC_ERROR_RE: Final = re.compile(
