@@ -3422,6 +3422,9 @@ def test_error_inside_a_choice_with_status_200() -> None:
         "Unable to compact conversation to fit in context window",
         "You have reached the maximum context limit for this model.",
         "You have reached the maximum input tokens limit.",
+        # no excess named, but the advice to shorten the conversation beside the window (dasllama)
+        "the rendered prompt is 9000 tokens; the model context is 8192 \u2014 shorten the "
+        "conversation or raise --ctx",
     ],
 )
 def test_generic_rule_recognises_unlisted_wordings(message: str) -> None:

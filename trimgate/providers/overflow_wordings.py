@@ -965,7 +965,12 @@ _GEN_EXCESS_RE: Final = _p(
 )
 # The advice an overflow gives ("Please reduce the length of the prompt"): its excess, read
 # beside the window's name only (``_GEN_CONTEXT_RE``), never beside "length" alone
-_GEN_ADVICE_RE: Final = _p(r"\breduce the length of the (?:prompt|messages?|input)\b")
+_GEN_ADVICE_RE: Final = _p(
+    r"\breduce the length of the (?:prompt|messages?|input)\b"
+    # ("the rendered prompt is 9000 tokens; the model context is 8192 - shorten the
+    # conversation or raise --ctx": dasllama)
+    r"|\bshorten the (?:conversation|prompt|messages|input|chat history)\b"
+)
 # A count as wordings state it: digits (with thousands commas, or a ".0" decimal) that are
 # not part of an id, a size ("10MB"), a date, a path or another decimal.
 _COUNT_N: Final = r"(?<![\w.\-/])(\d+(?:,\d{3})*)(?:\.0+(?!\d))?(?![\w/]|[.\-]\d|,\d)"
