@@ -49,8 +49,8 @@ from trimgate.providers.overflow import (
     detect_unfixable,
     detect_unspent_stop,
     stream_event_has_output,
-    unspent_usage,
 )
+from trimgate.proxy import relay
 
 KNOWN = (CORPUS_PATH, HELDOUT_PATH)
 
@@ -79,9 +79,10 @@ def _read(entry: dict[str, Any]) -> Overflow | None:
 
 
 def unspent_stop(entry: dict[str, Any]) -> bool:
-    """Whether the relay reads an entry as an answer stopped at "length" before any
-    output, for a request that set no output limit: a whole 200 answer, or a stream's
-    event before any that carries output or states an error."""
+    """Whether the relay reads an entry as an answer stopped before any output, for a
+    request that set no output limit: a whole 200 answer, or a stream's event before any
+    that carries output or states an error, judged by what follows it as the relay judges
+    it (``relay._stop_usage``, ``relay._unspent_stop_stands``)."""
     body = entry["body"].encode()
     if not entry["stream"]:
         return entry["status"] == 200 and detect_unspent_stop(body) is not None
@@ -90,8 +91,14 @@ def unspent_stop(entry: dict[str, Any]) -> bool:
         if detect_stream_event_overflow(event, output_started=False, wire_format="openai"):
             return False
         if detect_unspent_stop(event) is not None:
-            after = events[i + 1] if i + 1 < len(events) else b""
-            return unspent_usage(event) is not None or unspent_usage(after) is not False
+            counted = relay._stop_usage(event, True)
+            if counted is not None:
+                return counted
+            for later in events[i + 1 :]:
+                stands = relay._unspent_stop_stands(later, True)
+                if stands is not None:
+                    return stands
+            return bool(relay._unspent_stop_stands(b"", True, ended=True))
         if stream_event_has_output(event):
             return False
     return False

@@ -2806,6 +2806,9 @@ def test_a_response_left_incomplete_before_output_is_an_unspent_stop() -> None:
         {**response, "output": [{"type": "reasoning", "summary": []}]},
         {**response, "usage": {"input_tokens": 4302, "output_tokens": 300}},
         {**response, "usage": {"input_tokens": 4302, "output_tokens": 1, "total_tokens": 4400}},
+        # hidden reasoning counted in the total, or a usage that states no output count
+        {**response, "usage": {"input_tokens": 4302, "output_tokens": 0, "total_tokens": 9302}},
+        {**response, "usage": {"input_tokens": 4302}},
         {**response, "incomplete_details": {"reason": "content_filter"}},
         {**response, "status": "completed"},
     ):
@@ -3568,6 +3571,9 @@ def test_the_gemini_clis_startup_log_names_no_auth_error() -> None:
     assert detect_overflow(502, said, wire_format="openai") == Overflow(1187331, 1048576)
     failed = _error_body(startup + "Error: authentication failed, invalid API key. " + refusal)
     assert detect_overflow(502, failed, wire_format="openai") is None
+    # only the profiler's whole metric line: other words after "phase:" still count
+    limited = _error_body("[STARTUP] Recording metric for phase: rate limit exceeded\n" + refusal)
+    assert detect_overflow(502, limited, wire_format="openai") is None
 
 
 def test_a_nesting_depth_is_no_length() -> None:

@@ -458,7 +458,10 @@ NO_OUTPUT: Final = ""  # an opener, a lifecycle or error event, a comment: hold 
 # such a reply may be closed as the server's error depends on what it looks like:
 WORDED: Final = "worded"  # up to 512 characters: an error stop, or no output for a prompt
 # ... after an Anthropic message_start that counted the prompt (COUNTED): any count of no
-# output closes it, the input counted at the start (llamaR, claudish state only the output)
+# output closes it, the input counted at the start (llamaR's close states only the output,
+# claudish's 0 to both). A model's whole reply in one such chunk, from a server that counts
+# the input at the start and never the output, would be taken for the server's error: the
+# same trade as LMDeploy's shape above
 WORDED_COUNTED: Final = "worded-counted"
 WORDED_LONG: Final = "worded-long"  # 513 to 1,024 characters: an error stop only
 # wholly "[Error: ...]", or ending in an upstream's error body in JSON ("Error from upstream:
@@ -550,9 +553,9 @@ def _closes_held(held: str, doc: dict[str, Any]) -> bool:
     """Whether a ``message_delta`` makes the reply ``held`` the server's error: a stop
     reason of "error", which Anthropic never gives; for a reply of up to 512 characters,
     a usage that counts no output token for a prompt it counted (a server that counts
-    nothing says 0 to both, or states only the output), or, the prompt counted in its
-    ``message_start`` (``WORDED_COUNTED``), or for a framed one, any usage that counts no
-    output token."""
+    nothing says 0 to both, or states only the output); for such a reply after a
+    ``message_start`` that counted the prompt (``WORDED_COUNTED``), and for a framed one,
+    any usage that counts no output token."""
     delta = doc.get("delta")
     if isinstance(delta, dict) and delta.get("stop_reason") == "error":
         return True
@@ -821,7 +824,7 @@ def detect_unspent_stop(data: bytes) -> Overflow | None:
     """The overflow an answer states by stopping at "length" with nothing produced, read
     as one for a chat request that set no output limit (the caller's to know), or by a
     Responses object left "incomplete" for ``max_output_tokens`` with nothing produced
-    (``incomplete_unspent``; whole, or as a ``response.incomplete`` event), for a
+    (``incomplete_unspent``; whole, or in a ``response.*`` event), for a
     Responses request with no ``max_output_tokens`` (LiteLLM answers so when Claude stops
     at the window before any output): no limit
     stopped it, so the window did (for any other request, only a usage that counts the

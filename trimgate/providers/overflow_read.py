@@ -686,9 +686,10 @@ def incomplete_unspent(doc: dict[str, Any], reason: str) -> bool:
 
 def _produced_nothing(doc: dict[str, Any]) -> bool:
     """Whether a Responses object holds no output: at most empty messages (no text, no
-    other item: a reasoning item is output spent), and a usage, if any, that counts no
-    output token (or one, and nothing beyond the input and it: RKLLM's floor of one, as
-    for a chat answer)."""
+    other item: a reasoning item is output spent), and a usage, if it states one (not
+    null, not ``{}``), that counts no output token and nothing beyond the input, or one
+    output token and nothing beyond the input and it (RKLLM's floor of one), as a chat
+    answer's usage is read."""
     if doc.get("output_text"):
         return False
     output = doc.get("output")
@@ -697,15 +698,16 @@ def _produced_nothing(doc: dict[str, Any]) -> bool:
     if not all(empty_message_item(item) for item in output):
         return False
     usage = doc.get("usage")
+    if usage is None or usage == {}:
+        return True
     if not isinstance(usage, dict):
-        return True
-    produced, prompt = usage.get("output_tokens"), usage.get("input_tokens")
-    if _is_zero(produced) or produced is None:
-        return True
-    if produced != 1 or type(prompt) is not int:
         return False
-    total = usage.get("total_tokens", prompt + 1)
-    return type(total) is int and total <= prompt + 1
+    produced, prompt = usage.get("output_tokens"), usage.get("input_tokens")
+    if _is_zero(produced):
+        return bool(usage.get("total_tokens", prompt) == prompt)
+    if type(produced) is not int or produced != 1 or type(prompt) is not int:
+        return False
+    return bool(usage.get("total_tokens", prompt + 1) == prompt + 1)
 
 
 def empty_message_item(item: Any) -> bool:
@@ -1421,13 +1423,16 @@ _GRPC_ERROR_RE: Final = re.compile(
 
 # --------------------------------------------------------------------------- decision
 
-_STARTUP_METRIC_RE: Final = re.compile(r"\[startup\] recording metric for phase: [\w-]{1,40}")
+_STARTUP_METRIC_RE: Final = re.compile(
+    r"\[startup\] recording metric for phase: [\w-]{1,40} duration: \d{1,12}(?:\.\d{1,20})?"
+)
 
 
 def _never(text: str) -> bool:
     """A rate-limit, quota, billing, auth or safety wording, or a model's output cap (not
-    in the Gemini CLI's startup log, which bridges relay with its stderr: "[STARTUP]
-    Recording metric for phase: authenticate duration: 71.9")."""
+    in the Gemini CLI's startup log, whose whole metric lines are left out: bridges relay
+    them with its stderr, "[STARTUP] Recording metric for phase: authenticate duration:
+    71.9")."""
     low = text.lower()
     if "[startup] recording metric" in low:
         low = _STARTUP_METRIC_RE.sub(" ", low)

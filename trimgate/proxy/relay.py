@@ -89,7 +89,8 @@ async def sniff_overflow(
 
     ``patterns`` are the upstream's own overflow wordings (``overflow_patterns``).
     ``uncapped``: a chat request that set no output limit, whose answer stopped at
-    "length" before producing anything states an overflow (``detect_unspent_stop``)."""
+    "length" before producing anything states an overflow, as does a Responses request's
+    with no ``max_output_tokens`` left incomplete for it (``detect_unspent_stop``)."""
     encoding = resp.headers.get("Content-Encoding", "")
     ctype = resp.headers.get("Content-Type", "").lower()
     if resp.status >= 400:
