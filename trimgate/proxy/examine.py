@@ -132,8 +132,10 @@ class Chat:
     # count_tokens answered for the client's body: the estimate of the body trimgate
     # would have forwarded (the x-trimgate-tokens-after header); None otherwise
     counted_after: int | None = None
-    # A Chat Completions request that set no output limit: its first answer, stopped at
-    # "length" before producing anything, was stopped by the window (``detect_unspent_stop``).
+    # A Chat Completions request that set no output limit (or a Responses request with no
+    # max_output_tokens): its first answer, stopped at "length" (left incomplete for
+    # max_output_tokens) before producing anything, was stopped by the window
+    # (``detect_unspent_stop``).
     # Cleared once that answer is read: a retry that stops so again goes back as it came,
     # so a gateway that caps the output itself (beside a model that reasons unseen) costs
     # one more call at most

@@ -467,7 +467,8 @@ class Proxy:
             return Attempt(resp, b"", None)
         try:
             patterns = route.upstream.compiled_overflow_patterns
-            uncapped, chat.uncapped = chat.uncapped, False  # the first answer only (Chat's)
+            # the first answer only (Chat's and Responses')
+            uncapped, chat.uncapped = chat.uncapped, False
             return await sniff_overflow(chat.codec, resp, patterns, uncapped=uncapped)
         except BaseException:
             resp.close()
