@@ -1528,6 +1528,10 @@ def test_a_stream_of_bare_text_is_read_as_an_error_body() -> None:
     # however many; a field after them still makes it a stream
     error = b'{"error":{"message":"Prompt is too long: 9000 tokens > 8192 maximum"}}'
     assert bare(b": PROCESSING\n\n" * 500 + error) == Overflow(9000, 8192, whole=True)
+    # the same error object twice back to back (hivemind-scheduler) is read once; two
+    # different objects stay unread, as any JSON that does not parse
+    assert bare(error + error) == Overflow(9000, 8192, whole=True)
+    assert bare(error + error.replace(b"9000", b"9001")) is None
     assert bare(b": PROCESSING\n\ndata: " + error) is None
 
 

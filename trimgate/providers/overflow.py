@@ -808,7 +808,9 @@ def detect_bare_stream_overflow(
     an error body with no status of its own (``detect_overflow`` at 400), so only an
     overflow's wording counts. JSON in it counts only with an error key or typed as an
     error as a whole (``_json_error``): a JSON-lines answer (``{"message": ..., "done":
-    true}``) is not an error. A stream that carries output has SSE lines."""
+    true}``) is not an error. The same error object written twice back to back
+    (hivemind-scheduler yields the upstream's error again after relaying it) is read
+    once. A stream that carries output has SSE lines."""
     if data.startswith(_BOM):
         data = data[len(_BOM) :]
     if b":" in data:
@@ -817,7 +819,16 @@ def detect_bare_stream_overflow(
         return None
     if data.lstrip()[:1] in (b"{", b"[") and not _json_error(data):
         return None
+    data = _once(data.strip())
     return detect_overflow(400, data, wire_format=wire_format, patterns=patterns)
+
+
+def _once(data: bytes) -> bytes:
+    """``data``, or its first half where it is one JSON object written twice."""
+    half = len(data) // 2
+    if len(data) % 2 == 0 and data[:1] == b"{" and data[:half] == data[half:]:
+        return data[:half]
+    return data
 
 
 def detect_unspent_stop(data: bytes) -> Overflow | None:
