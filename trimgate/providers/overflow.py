@@ -67,6 +67,7 @@ from trimgate.providers.overflow_read import (
     _unfixable,
     _walk_document,
     bracketed_error,
+    counts_unspent,
     empty_message_item,
     empty_text_part,
     fields_fill_window,
@@ -941,16 +942,7 @@ def _usage_unspent(doc: dict[str, Any]) -> bool | None:
     usage = _usage(doc)
     if usage is None:
         return None
-    if not isinstance(usage, dict):
-        return False
-    output, prompt = usage.get("completion_tokens"), usage.get("prompt_tokens")
-    if _is_zero(output):
-        return usage.get("total_tokens", prompt) == prompt
-    # one token counted and nothing written: a server's floor (RKLLM's max(1, n)), or the
-    # one token a full window left (Ollama); the total no more than the prompt and it
-    if type(output) is not int or output != 1 or type(prompt) is not int:
-        return False
-    return bool(usage.get("total_tokens", prompt + 1) == prompt + 1)
+    return isinstance(usage, dict) and counts_unspent(usage, "prompt_tokens", "completion_tokens")
 
 
 def _event_doc(data: bytes) -> Any:

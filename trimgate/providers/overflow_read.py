@@ -700,12 +700,17 @@ def _produced_nothing(doc: dict[str, Any]) -> bool:
     usage = doc.get("usage")
     if usage is None or usage == {}:
         return True
-    if not isinstance(usage, dict):
-        return False
-    produced, prompt = usage.get("output_tokens"), usage.get("input_tokens")
-    if _is_zero(produced):
+    return isinstance(usage, dict) and counts_unspent(usage, "input_tokens", "output_tokens")
+
+
+def counts_unspent(usage: dict[str, Any], prompt_key: str, output_key: str) -> bool:
+    """Whether a usage counts no output token and nothing beyond the prompt, or one output
+    token and nothing beyond the prompt and it: a server's floor (RKLLM's max(1, n)), or
+    the one token a full window left (Ollama), where nothing was written."""
+    output, prompt = usage.get(output_key), usage.get(prompt_key)
+    if _is_zero(output):
         return bool(usage.get("total_tokens", prompt) == prompt)
-    if type(produced) is not int or produced != 1 or type(prompt) is not int:
+    if type(output) is not int or output != 1 or type(prompt) is not int:
         return False
     return bool(usage.get("total_tokens", prompt + 1) == prompt + 1)
 
