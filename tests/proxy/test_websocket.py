@@ -258,6 +258,107 @@ async def test_an_overflow_is_retried_on_the_same_connection(make_ws: MakeWs) ->
     assert event["reason"] == "reactive"
 
 
+def window_stop_app(sent: list[dict[str, Any]], window_chars: int) -> web.Application:
+    """``/v1/responses`` over WebSocket like a Responses bridge in front of a model that
+    stops at its window: a create whose input is over ``window_chars`` characters is left
+    incomplete for ``max_output_tokens`` with an empty message (LiteLLM's events), a
+    shorter one completed; every create is kept in ``sent``."""
+
+    async def responses(request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse()
+        await ws.prepare(request)
+        async for msg in ws:
+            if msg.type != WSMsgType.TEXT:
+                break
+            event = json.loads(msg.data)
+            sent.append(event)
+            rid = f"resp_{len(sent)}"
+            size = len(json.dumps(event.get("input")))
+            for out in (
+                window_stop_events(rid, size)
+                if size > window_chars
+                else [
+                    {"type": "response.created", "response": {"id": rid, "status": "in_progress"}},
+                    {"type": "response.output_text.delta", "delta": "fits"},
+                    {
+                        "type": "response.completed",
+                        "response": {"id": rid, "object": "response", "status": "completed"},
+                    },
+                ]
+            ):
+                await ws.send_json(out)
+        return ws
+
+    app = web.Application()
+    app.router.add_get("/v1/responses", responses)
+    return app
+
+
+def window_stop_events(rid: str, size: int) -> list[dict[str, Any]]:
+    empty = {"id": "msg_1", "type": "message", "role": "assistant", "content": []}
+    part = {"type": "output_text", "text": "", "annotations": []}
+    done = {**empty, "content": [part]}
+    where = {"item_id": "msg_1", "output_index": 0, "content_index": 0}
+    return [
+        {"type": "response.created", "response": {"id": rid, "status": "in_progress"}},
+        {"type": "response.in_progress", "response": {"id": rid, "status": "in_progress"}},
+        {"type": "response.output_item.added", "output_index": 0, "item": empty},
+        {"type": "response.content_part.added", **where, "part": part},
+        {"type": "response.output_text.done", **where, "text": ""},
+        {"type": "response.content_part.done", **where, "part": part},
+        {"type": "response.output_item.done", "output_index": 0, "item": done},
+        {
+            "type": "response.incomplete",
+            "response": {
+                "id": rid,
+                "object": "response",
+                "status": "incomplete",
+                "incomplete_details": {"reason": "max_output_tokens"},
+                "output": [done],
+                "usage": {"input_tokens": size // 4, "output_tokens": 0, "total_tokens": size // 4},
+            },
+        },
+    ]
+
+
+async def read_response(conn: Any, event: dict[str, Any]) -> list[str]:
+    """Send a ``response.create``; the types of its events to its end."""
+    await conn.send(event)
+    types: list[str] = []
+    while not types or types[-1] not in ("response.completed", "response.incomplete", "error"):
+        types.append((await asyncio.wait_for(conn.recv(), 10)).type)
+    return types
+
+
+@pytest.mark.parametrize("limit", [None, 500])
+async def test_a_window_stop_before_output_is_retried_when_no_limit_was_set(
+    make_ws: MakeWs, limit: int | None
+) -> None:
+    # the WebSocket mode reads a response left incomplete before any output as HTTP does:
+    # with no max_output_tokens no limit stopped it, so the window did; with one, the
+    # limit may have, and the answer goes back as it came
+    sent: list[dict[str, Any]] = []
+    stack = await make_ws(window_stop_app(sent, window_chars=3200))
+    history = [*turns(6), {"role": "user", "content": "now"}]
+    create: dict[str, Any] = {"type": "response.create", "model": "big-x", "input": history}
+    if limit is not None:
+        create["max_output_tokens"] = limit
+    async with sdk(stack.base).responses.connect() as conn:
+        types = await read_response(conn, create)
+    labels = {"upstream": "openai", "model": "big-*"}
+    if limit is not None:
+        assert types[-1] == "response.incomplete" and len(sent) == 1
+        assert stack.metric("trimgate_context_overflows_total", **labels) == 0
+        return
+    assert types == ["response.created", "response.output_text.delta", "response.completed"]
+    sizes = [len(json.dumps(c["input"])) for c in sent]
+    assert len(sent) >= 2 and sizes == sorted(sizes, reverse=True) and sizes[-1] <= 3200
+    assert sent[-1]["input"][-1] == {"role": "user", "content": "now"}
+    assert stack.metric("trimgate_context_overflows_total", **labels) == len(sent) - 1
+    (event,) = [e for e in stack.events() if e["type"] == "history_trimmed"]
+    assert event["reason"] == "reactive"
+
+
 async def test_a_large_create_is_examined_and_replanned_off_the_event_loop(
     make_ws: MakeWs, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -37,7 +37,12 @@ from aiohttp import WSMsgType, web
 from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
 
-from trimgate.providers.overflow import Overflow
+from trimgate.providers.overflow import (
+    OUTPUT,
+    Overflow,
+    detect_unspent_stop,
+    stream_event_output,
+)
 from trimgate.providers.registry import CODECS
 from trimgate.proxy import h1
 from trimgate.proxy import upstream as up
@@ -448,7 +453,7 @@ class _Turn:
     """One attempt of a response: its events held until its first output event decides
     whether it overflowed. Also the ``Answer`` of an ``Attempt`` for retry.py."""
 
-    __slots__ = ("decided", "dropped", "held", "held_bytes", "released", "status")
+    __slots__ = ("decided", "dropped", "held", "held_bytes", "released", "status", "uncapped")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.decided: asyncio.Future[Overflow | None] = loop.create_future()
@@ -457,6 +462,7 @@ class _Turn:
         self.held_bytes = 0
         self.status = 200
         self.dropped = False
+        self.uncapped = False  # a create with no max_output_tokens, its first attempt
 
     def hold(self, frame: bytes) -> None:
         if not self.dropped:
@@ -604,19 +610,29 @@ class ResponsesMode:
         turn.hold(frame)
         if kind in _FAILED:
             turn.status = _status(frame)
-            turn.decide(self._overflow(kind, frame))
+            block = _block(kind, frame)
+            turn.decide(None if block is None else self._overflow(block))
         elif kind.startswith("response.") and kind not in _LIFECYCLE:
+            self._judge(turn, kind, frame)
+        elif turn.held_bytes > HOLD_BYTES:
+            turn.decide(None)
+
+    def _judge(self, turn: _Turn, kind: str, frame: bytes) -> None:
+        """A response event before any output, as on HTTP: an empty item (an opener, an
+        empty part) held on; for a create with no ``max_output_tokens`` (the first
+        attempt's), the response left incomplete for it with nothing produced is the
+        window's stop (``detect_unspent_stop``); anything else is output or the end."""
+        block = _block(kind, frame)
+        if block is None:
+            turn.decide(None)
+        elif turn.uncapped and kind in _TERMINAL and detect_unspent_stop(block) is not None:
+            turn.decide(Overflow(None, None))
+        elif kind in _TERMINAL or stream_event_output(block) == OUTPUT:
             turn.decide(None)  # output (or the end): it did not overflow
         elif turn.held_bytes > HOLD_BYTES:
             turn.decide(None)
 
-    def _overflow(self, kind: str, frame: bytes) -> Overflow | None:
-        if b"\n" in frame or b"\r" in frame:
-            try:
-                frame = orjson.dumps(orjson.loads(frame))
-            except orjson.JSONDecodeError:
-                return None
-        block = b"event: " + kind.encode() + b"\ndata: " + frame + b"\n\n"
+    def _overflow(self, block: bytes) -> Overflow | None:
         return self.codec.detect_stream_event_overflow(
             block, output_started=False, patterns=self.patterns
         )
@@ -658,9 +674,11 @@ class ResponsesMode:
 
     # --- a create --------------------------------------------------------------------------
 
-    async def _send(self, body: bytes) -> Attempt:
-        """One attempt: the frame sent, its events held until they tell an overflow."""
+    async def _send(self, body: bytes, *, uncapped: bool = False) -> Attempt:
+        """One attempt: the frame sent, its events held until they tell an overflow;
+        ``uncapped`` for a create's first attempt that set no ``max_output_tokens``."""
         turn = _Turn(self.link.loop)
+        turn.uncapped = uncapped
         self.turn = turn
         await self.link.to_upstream(body)
         overflow = await turn.decided
@@ -708,7 +726,7 @@ class ResponsesMode:
         if prev:
             # only new items: forwarded as they are; an overflow is recovered from the
             # chain when all of it was seen here
-            attempt = await self._send(frame)
+            attempt = await self._send(frame, uncapped=event.get("max_output_tokens") is None)
             history = self.chain.history(prev) if isinstance(prev, str) else None
             if attempt.overflow is None or history is None or own is None:
                 self._count("other", _turn(attempt).status)
@@ -749,9 +767,14 @@ class ResponsesMode:
         self, chat: Chat, request_id: str, *, retries: int = 0, overflows: int = 0
     ) -> None:
         proxy = self.proxy
+
+        async def send(body: bytes) -> Attempt:
+            uncapped, chat.uncapped = chat.uncapped, False  # the first answer only
+            return await self._send(body, uncapped=uncapped)
+
         final, state = await send_with_retries(
             chat,
-            self._send,
+            send,
             request_id,
             sleep=proxy._sleep,
             learn=proxy._learn,
@@ -826,6 +849,8 @@ class ResponsesMode:
         rebuilt = orjson.dumps(body)
         chat, _ = await self._examine(rebuilt, request_id)
         turn = _turn(attempt)
+        if chat is not None:
+            chat.uncapped = False  # a retry: the first answer alone is read so
         if chat is None or not may_retry(chat.settings, chat.report, shadow=chat.shadow):
             self._count(chat.label if chat else "other", turn.status)
             await self._release(turn)
@@ -883,6 +908,17 @@ def _response_id(frame: bytes) -> str | None:
         return None
     rid = response.get("id") if isinstance(response, dict) else None
     return rid if isinstance(rid, str) else None
+
+
+def _block(kind: str, frame: bytes) -> bytes | None:
+    """An event frame as the SSE event block the stream readers take (its JSON on one
+    line); None for a frame that is not JSON."""
+    if b"\n" in frame or b"\r" in frame:
+        try:
+            frame = orjson.dumps(orjson.loads(frame))
+        except orjson.JSONDecodeError:
+            return None
+    return b"event: " + kind.encode() + b"\ndata: " + frame + b"\n\n"
 
 
 def _status(frame: bytes) -> int:
