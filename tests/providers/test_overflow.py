@@ -32,6 +32,7 @@ from trimgate.providers.overflow import (
     detect_unfixable,
     detect_unspent_stop,
     stream_event_has_output,
+    stream_event_output,
     unspent_usage,
 )
 from trimgate.providers.registry import FORMATS
@@ -2342,6 +2343,86 @@ def test_a_bracketed_error_as_the_whole_reply_is_read_where_no_model_wrote_it() 
         assert detect_overflow(200, orjson.dumps(other), wire_format="openai") is None, reply
 
 
+def test_an_upstreams_error_in_a_list_of_one_ends_a_framed_reply() -> None:
+    # polyclaude writes "[polyclaude error] backend 400: " and the first 400 characters of
+    # the upstream's body as the reply; Google's OpenAI-compatible endpoints send their
+    # error as a list of one
+    inner = [
+        {
+            "error": {
+                "code": 400,
+                "message": "The input token count (1093507) exceeds the maximum number of"
+                " tokens allowed (1048576).",
+                "status": "INVALID_ARGUMENT",
+            }
+        }
+    ]
+    start = {"type": "message_start", "message": {"content": [], "usage": {"input_tokens": 0}}}
+    opened = {"type": "content_block_start", "index": 0, "content_block": {"type": "text"}}
+    stop = {"type": "content_block_stop", "index": 0}
+
+    def replied(text: str, output_tokens: int) -> bytes:
+        delta = {"type": "content_block_delta", "index": 0}
+        delta["delta"] = {"type": "text_delta", "text": text}
+        usage = {"output_tokens": output_tokens}
+        end = {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": usage}
+        return _sse(start, opened, delta, stop, end)
+
+    said = "[polyclaude error] backend 400: " + json.dumps(inner, indent=2) + "\n"
+    read = detect_stream_overflow(replied(said, 0), wire_format="anthropic")
+    assert read == Overflow(1093507, 1048576)
+    assert detect_stream_overflow(replied(said, 30), wire_format="anthropic") is None
+    # a list of two, or one that is no error, is a model's text
+    two = said.replace("[\n", "[\n" + json.dumps(inner[0]) + ",\n", 1)
+    other = said.replace('"error"', '"answer"', 1)
+    for text in (two, other):
+        assert detect_stream_overflow(replied(text, 0), wire_format="anthropic") is None, text
+
+
+def test_a_gateways_upstream_status_stands_for_the_type_it_wrote() -> None:
+    # VaalaCat's ai-gateway types every error written into a stream it opened early
+    # "rate_limit_error", its message "upstream returned <status>: <the body, cut>"
+    cut = (
+        'upstream returned 400: {\n    "error": {\n        "message": "' + _OPENAI_SAID + '",\n'
+        '        "type": "invalid_request_error",\n ...'
+    )
+    body = {"error": {"message": cut, "type": "rate_limit_error"}}
+    read = detect_overflow(200, orjson.dumps(body), wire_format="openai")
+    assert read == Overflow(130512, 128000, whole=True)
+    stream = b": keepalive\n\ndata: " + orjson.dumps(body) + b"\n\ndata: [DONE]\n\n"
+    assert detect_stream_overflow(stream, wire_format="openai") == read
+    # the upstream's own rate limit, or words before the status: the type holds
+    limited = {"error": {"message": cut.replace("400", "429", 1), "type": "rate_limit_error"}}
+    assert detect_overflow(200, orjson.dumps(limited), wire_format="openai") is None
+    said = {"error": {"message": "queue wait: " + cut, "type": "rate_limit_error"}}
+    assert detect_overflow(200, orjson.dumps(said), wire_format="openai") is None
+
+
+def test_an_empty_text_delta_is_no_output_before_an_error() -> None:
+    # vandamme-proxy opens a Messages reply (an empty block, an empty text delta) before it
+    # writes the upstream's error into the stream
+    start = {"type": "message_start", "message": {"content": [], "usage": {"input_tokens": 0}}}
+    opened = {"type": "content_block_start", "index": 0, "content_block": {"type": "text"}}
+
+    def delta(text: str) -> dict[str, Any]:
+        return {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "text_delta", "text": text},
+        }
+
+    said = "Streaming error: HTTPException: 500: prompt is too long: 208473 tokens > 200000 maximum"
+    error = {"error": {"message": said, "type": "streaming_error", "code": "stream_error"}}
+    stream = _sse(start, opened, {"type": "ping"}, delta(""), error)
+    assert detect_stream_overflow(stream, wire_format="anthropic") == Overflow(208473, 200000)
+    assert stream_event_output(_sse(delta(""))) == ""
+    assert stream_event_output(_sse({"type": "content_block_stop", "index": 0})) == ""
+    # a delta with text is output: the error after it is the stream's end, not the prompt's
+    assert stream_event_has_output(_sse(delta("Hel")))
+    spoken = _sse(start, opened, delta("Hel"), error)
+    assert detect_stream_overflow(spoken, wire_format="anthropic") is None
+
+
 def test_a_reply_ending_in_an_upstreams_error_body_is_a_frame_in_a_messages_stream() -> None:
     # a Foundry proxy writes the upstream's error as the reply's one text, "Error from
     # upstream: 400 - <its body>", then closes it counting no output (and no input either)
@@ -3432,6 +3513,10 @@ def test_error_inside_a_choice_with_status_200() -> None:
         # no excess named, but the advice to shorten the conversation beside the window (dasllama)
         "the rendered prompt is 9000 tokens; the model context is 8192 \u2014 shorten the "
         "conversation or raise --ctx",
+        # what is left of the window named (knurlogic), the model's window filled (machboost)
+        "this prompt is 33012 tokens; this model's context length is 32768, which leaves no "
+        "room for an answer",
+        "The prompt fills the model context window; shorten or summarize it.",
     ],
 )
 def test_generic_rule_recognises_unlisted_wordings(message: str) -> None:
@@ -3455,6 +3540,12 @@ def test_generic_rule_recognises_unlisted_wordings(message: str) -> None:
         "The maximum tokens you requested exceeds the model limit of 32768",
         "Invalid 'messages[1].content': string too long. Expected a string with maximum length "
         "10485760, but got a string with length 10485761 instead.",
+        # ... typed an overflow by a relay that lost the code (LiteLLM's mapping)
+        "litellm.ContextWindowExceededError: ContextWindowExceededError: OpenAIException - "
+        "Invalid 'tools[0].function.description': string too long. Expected a string with "
+        "maximum length 1024, but got a string with length 1530 instead.",
+        # what an output reservation leaves (mlx-vlm's compaction)
+        "Output reservation leaves no room for compacted context.",
         "Input data may contain inappropriate content.",
         "The input token count exceeds your API key quota",
         "image exceeds 5 MB maximum: 7340032 bytes > 5242880 bytes",

@@ -577,8 +577,9 @@ def _counts_no_output(usage: Any) -> bool:
 def _doc_has_output(doc: Any) -> bool:
     """Whether a parsed event (not an error) carries model output or otherwise settles
     the stream as a normal one. Only empty openers are not output: a chat chunk whose
-    deltas hold nothing but a role (or empty text), an Anthropic ``message_start`` or
-    empty ``content_block_start``, a Responses lifecycle or empty ``added`` event."""
+    deltas hold nothing but a role (or empty text), an Anthropic ``message_start``, an
+    empty ``content_block_start`` or ``content_block_delta`` and the block's stop, a
+    Responses lifecycle or empty ``added`` event."""
     if not isinstance(doc, dict):
         return True
     kind = doc.get("type")
@@ -593,6 +594,10 @@ def _doc_has_output(doc: Any) -> bool:
                 and not block.get("text")
                 and not block.get("thinking")
             )
+        if kind == "content_block_delta":  # (vandamme-proxy opens a reply so, then errs)
+            return not _empty_block_delta(doc.get("delta"))
+        if kind == "content_block_stop":  # reached before any output: an empty block's
+            return False
         if kind in ("response.output_item.added", "response.content_part.added"):
             return False
         if _empty_done(kind, doc):
@@ -605,6 +610,17 @@ def _doc_has_output(doc: Any) -> bool:
             return doc.get("usage") not in (None, {})
         return any(_choice_has_output(choice) for choice in choices[:_MAX_ITEMS])
     return True
+
+
+def _empty_block_delta(delta: Any) -> bool:
+    """Whether an Anthropic ``content_block_delta``'s delta adds nothing: empty text or
+    thinking."""
+    if not isinstance(delta, dict):
+        return False
+    kind = delta.get("type")
+    return (kind == "text_delta" and delta.get("text") == "") or (
+        kind == "thinking_delta" and delta.get("thinking") == ""
+    )
 
 
 def _empty_done(kind: str, doc: dict[str, Any]) -> bool:

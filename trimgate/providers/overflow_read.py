@@ -203,13 +203,10 @@ def _walk_error(node: Any, facts: _Facts, depth: int) -> None:
         if isinstance(value, str):
             _add_text(value, facts, depth)
     said = len(facts.texts) > texts  # the object has a message of its own
-    named = _SDK_EXCEPTION_RE.match(facts.texts[texts]) if said else None
+    named = _named_status(facts.texts[texts]) if said else None
     if named is not None:
-        # the openai SDK's exception, "Error code: 400 - {...}", as its message: the status
-        # it names is the upstream's, and stands for the status, code and type beside it,
-        # the gateway's guess from the words (headroom answers an overflow so with 429
-        # "rate_limit_exceeded" where they hold "limit", 404 "model_not_found" where they
-        # hold "model"); what the exception's own body holds is kept
+        # the status it names is the upstream's, and stands for the status, code and type
+        # beside it, the gateway's guess (``_named_status``); what its body holds is kept
         facts.statuses.append(int(named.group(1)))
         if texts == 0:
             facts.named = facts.statuses[-1]
@@ -1068,22 +1065,29 @@ def _is_zero(count: Any) -> bool:
 
 def _ends_in_error_body(text: str) -> bool:
     """Whether ``text`` ends in an error body in JSON (``_error_body_end``) that starts at
-    its first brace; one with no "error" key only as the whole text."""
+    its first brace (or the bracket of a list around it alone); one with no "error" key
+    only as the whole text."""
     start = text.find("{")
+    listed = text.rfind("[", 0, start) if start > 0 else -1
+    if listed >= 0 and not text[listed + 1 : start].strip():
+        start = listed  # Google's OpenAI-compatible errors: [{"error": {...}}]
     end = _error_body_end(text, start, keyless=start >= 0 and not text[:start].strip())
     return end >= 0 and not text[end:].strip()
 
 
 def _error_body_end(text: str, start: int, *, keyless: bool = True) -> int:
-    """Where a JSON object that starts at ``start`` ends when it is an error body: one with
-    an "error", or (``keyless``) a message beside an HTTP error status as its code (NVIDIA
-    NIM's ``{"message": ..., "type": "Bad Request", "code": 400}``); -1 for none."""
+    """Where a JSON object (or a list of one) that starts at ``start`` ends when it is an
+    error body: one with an "error", or (``keyless``) a message beside an HTTP error status
+    as its code (NVIDIA NIM's ``{"message": ..., "type": "Bad Request", "code": 400}``);
+    -1 for none."""
     if start < 0:
         return -1
     try:
         inner, end = _decoder.raw_decode(text, start)
     except (ValueError, RecursionError):
         return -1
+    if isinstance(inner, list) and len(inner) == 1:
+        inner = inner[0]  # (a list that holds one error body)
     if not isinstance(inner, dict):
         return -1
     if "error" in inner:
@@ -1237,6 +1241,16 @@ def _relayed_exception(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
         return False
     _add_text(text, facts, depth)
     return True
+
+
+def _named_status(text: str) -> re.Match[str] | None:
+    """A message that starts as the openai SDK's exception, "Error code: 400 - {...}", or
+    as a gateway's "upstream returned 400: {...}": the status it names (group 1) is the
+    upstream's, the type and code beside it the gateway's guess from the words (headroom
+    answers an overflow with 429 "rate_limit_exceeded" where they hold "limit", 404
+    "model_not_found" where they hold "model"; VaalaCat's ai-gateway types every error in
+    a stream it opened "rate_limit_error")."""
+    return _SDK_EXCEPTION_RE.match(text) or _RELAYED_STATUS_RE.match(text)
 
 
 def _sdk_exception(text: str) -> re.Match[str] | None:
@@ -1393,6 +1407,13 @@ _BACKEND_REFUSAL_RE: Final = re.compile(
 # one-line prefix that quotes nothing (a reply quoting such an error explains it)
 _SDK_EXCEPTION_RE: Final = re.compile(
     r"\s*+[^\n{`'\"]{0,60}?\berror code: ([45]\d\d) - [{\[]", re.IGNORECASE | re.ASCII
+)
+# ... and a gateway's words for an upstream's status and body, the whole start of a message
+# ("upstream returned 400: {...}", "backend 400: [...]", "provider error 400 - {...}")
+_RELAYED_STATUS_RE: Final = re.compile(
+    r"\s*+(?:upstream|backend|provider)(?: (?:returned|responded with|answered|error))?"
+    r"(?: http| status| code)? ([45]\d\d)(?::| -) ?[{\[]",
+    re.IGNORECASE | re.ASCII,
 )
 # ... and the prefix a relay writes before it, if any ("**ERROR**: ...", "Exception:")
 _ERROR_PREFIX_RE: Final = re.compile(r"[\s*\[]*(?:error|exception)", re.IGNORECASE)

@@ -942,7 +942,10 @@ _GEN_EXCESS_RE: Final = _p(
     r"|\breached (?:the )?(?:model'?s? )?context(?:[ _-]?(?:window|length|size|limit))\b"
     # "Prompt already consumes the available context window" (gallama)
     r"|\b(?:fills?|consumes?|uses? up|takes? up)(?: the| all(?: of)? the)?"
-    r"(?: (?:entire|whole|available|full))? context\b"
+    r"(?: (?:entire|whole|available|full))?(?: model'?s?)? context\b"
+    # "this model's context length is 32768, which leaves no room for an answer" (knurlogic;
+    # not what an output reservation leaves: mlx-vlm's "Output reservation leaves no room")
+    r"|(?<!reservation )(?<!reserve )\b(?:leaves?|leaving) no room\b"
     # "does not fit in the context window", "cannot fit 9000 tokens into 8192", "not enough
     # context space for the prompt", "insufficient context window"
     r"|\b(?:does not|doesn't|do not|don't|cannot|can't|won't|will not|would not) fit\b"
@@ -1232,6 +1235,9 @@ _NEVER_WORDS: Final = (
     # output tokens for <model>": no trim helps, even where a gateway calls it a context
     # overflow (gaud's "Context window exceeded" with context_length_exceeded)
     "maximum allowed number of output tokens",
+    # OpenAI's cap on one string's characters (string_above_max_length) by its words, where
+    # a relay dropped the code and typed it an overflow (LiteLLM's ContextWindowExceededError)
+    "expected a string with maximum length",
     "billing",
     "usage limit",  # a plan's allowance (LangDB's "Token usage limit exceeded")
     "credit balance",
