@@ -2398,6 +2398,45 @@ def test_a_gateways_upstream_status_stands_for_the_type_it_wrote() -> None:
     assert detect_overflow(200, orjson.dumps(said), wire_format="openai") is None
 
 
+def test_a_messages_stop_at_max_tokens_counting_the_prompt_alone_is_read() -> None:
+    # text-generation-webui's Messages route (and hebo-gateway, Pollinations) answers a
+    # prompt that filled the window as a stop at max_tokens with nothing written, its usage
+    # counting the prompt and no output: no model stops at its limit before a token
+    usage = {"input_tokens": 41210, "output_tokens": 0}
+    whole = {"type": "message", "role": "assistant", "content": [], "stop_reason": "max_tokens"}
+    read = detect_overflow(200, orjson.dumps({**whole, "usage": usage}), wire_format="anthropic")
+    assert read == Overflow(None, None)
+    empty_text = {**whole, "content": [{"type": "text", "text": ""}], "usage": usage}
+    assert detect_overflow(200, orjson.dumps(empty_text), wire_format="anthropic") is not None
+    start = {"type": "message_start", "message": {"content": [], "usage": {"input_tokens": 0}}}
+
+    def stopped(counts: dict[str, int]) -> bytes:
+        delta = {"stop_reason": "max_tokens", "stop_sequence": None}
+        return _sse(start, {"type": "message_delta", "delta": delta, "usage": counts})
+
+    assert detect_stream_overflow(stopped(usage), wire_format="anthropic") == Overflow(None, None)
+    # output counted or written, a cache's replay, no prompt counted: a model's stop
+    for counts in (
+        {"input_tokens": 41210, "output_tokens": 3},
+        {"input_tokens": 41210, "output_tokens": 0, "cache_read_input_tokens": 40000},
+        {"input_tokens": 0, "output_tokens": 0},
+        {"output_tokens": 0},
+    ):
+        body = orjson.dumps({**whole, "usage": counts})
+        assert detect_overflow(200, body, wire_format="anthropic") is None, counts
+        assert detect_stream_overflow(stopped(counts), wire_format="anthropic") is None, counts
+    for content in ([{"type": "text", "text": "Hel"}], [{"type": "thinking", "thinking": ""}]):
+        body = orjson.dumps({**whole, "content": content, "usage": usage})
+        assert detect_overflow(200, body, wire_format="anthropic") is None, content
+    said = _sse(
+        start,
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text"}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "a"}},
+    )
+    tail = {"type": "message_delta", "delta": {"stop_reason": "max_tokens"}, "usage": usage}
+    assert detect_stream_overflow(said + _sse(tail), wire_format="anthropic") is None
+
+
 def test_an_empty_text_delta_is_no_output_before_an_error() -> None:
     # vandamme-proxy opens a Messages reply (an empty block, an empty text delta) before it
     # writes the upstream's error into the stream
@@ -3516,6 +3555,7 @@ def test_error_inside_a_choice_with_status_200() -> None:
         # what is left of the window named (knurlogic), the model's window filled (machboost)
         "this prompt is 33012 tokens; this model's context length is 32768, which leaves no "
         "room for an answer",
+        "no candidate model fits estimated context (20440 tokens)",  # forge-gateway
         "The prompt fills the model context window; shorten or summarize it.",
     ],
 )
@@ -4793,9 +4833,6 @@ _LEFT_MISSES: Final = {
     "hb608-sagemaker-ppl-model-input-token-limit-exceeded": _NOT_TRIMMED + " (a PPL model's)",
     "hb614-olmlx-503-kv-preflight-openai": "a 503",  # olmlx's KV pre-flight, as hb368's
     "hb614-olmlx-503-kv-preflight-anthropic-overloaded": "a 503",
-    # Pollinations' Messages stream: stopped at max_tokens with 0 output tokens counted, as
-    # a gateway over a model whose thinking it counts apart writes it
-    "hb615-pollinations-gen-messages-stream-max-tokens-no-output": "a stop, 0 output counted",
     # HostAI's LiteRT-LM refusal as a whole reply "Error: ..." finished "stop", words counted
     "hb616-hostai-litertlm-input-token-ids-too-long-200": "a reply that is the error, stop",
     # one-api's stored conversation ("hydrated transcript bytes N exceeds limit M")
@@ -4812,12 +4849,10 @@ _LEFT_MISSES: Final = {
         "a stop, 0 output counted"
     ),
     # text-generation-webui's answers when its llama.cpp server refused the prompt: empty,
-    # finished "length" (its Messages route: max_tokens, 0 output counted)
+    # finished "length"
     "hb643-textgen-llamacpp-ctx-overflow-stream-empty-length": (
         "a stream finished length, no usage"
     ),
-    "hb643-textgen-anthropic-messages-ctx-overflow-empty": "a stop, 0 output counted",
-    "hb643-textgen-anthropic-messages-stream-ctx-overflow": "a stop, 0 output counted",
     "hb643-textgen-completions-ctx-overflow-empty-length": "legacy completions, 0 output counted",
     "hb643-textgen-completions-stream-ctx-overflow": "legacy completions, 0 output counted",
     "hb643-textgen-completions-stream-usage-ctx-overflow": "legacy completions, 0 output counted",
@@ -4931,8 +4966,6 @@ _LEFT_MISSES: Final = {
     "hb736-toolrails-tools-length-empty-sse": "a stream finished length, no usage",
     "hb736-ollaguard-length-empty-sse": "a stream finished length, no usage",
     "hb737-aisdktool-stream-length-empty": "a stream finished length, no usage",
-    # hebo-gateway passes Claude's window stop on as max_tokens, counting 0 output
-    "hb737-hebo-messages-window-stop-stream": "a stop, 0 output counted",
 }
 
 
@@ -4947,6 +4980,9 @@ _UNREAD: Final = frozenset(
         "hb674-rkmodel-responses-prompt-plus-budget",
         "hb674-tensorsharp-attached-document-window",
         "hb674-tensorsharp-responses-attached-document-window",
+        # hebo-gateway passes Claude's window stop on as max_tokens, its usage counting the
+        # prompt: read as a stop, the usage's prompt count not as the prompt's size
+        "hb737-hebo-messages-window-stop-stream",
         # LMDeploy's empty answers and INPUT_LENGTH_ERROR choices: the usage's prompt count
         # is not read as the prompt's size
         "hb676-lmdeploy-qwen25vl-base64-image-empty-length",

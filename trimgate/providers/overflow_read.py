@@ -422,7 +422,7 @@ def _walk_document(doc: Any, facts: _Facts, depth: int, *, error_status: bool) -
         return True
     if _error_as_reply(doc, facts, depth):
         return True
-    if _window_stop(doc) or _empty_length_reply(doc):
+    if _window_stop(doc) or _empty_length_reply(doc) or _unspent_max_tokens(doc):
         facts.codes.add(WINDOW_STOP)
         return True
     if _flat_error(doc, facts, depth):
@@ -661,6 +661,32 @@ def _window_stop(doc: dict[str, Any]) -> bool:
         return False
     usage = doc.get("usage")
     return not isinstance(usage, dict) or _is_zero(usage.get("completion_tokens"))
+
+
+def _unspent_max_tokens(doc: dict[str, Any]) -> bool:
+    """An Anthropic message stopped at "max_tokens" with nothing written, its usage
+    counting the prompt alone (``_prompt_alone``: a cache's replay is not): whole, with no
+    content but empty text blocks, or the stream's ``message_delta`` (its usage stating the
+    prompt, as text-generation-webui, hebo-gateway and Pollinations write it). No model
+    stops at its output limit before a token (max_tokens is at least 1, and counts
+    thinking): the window stopped it, as Messages bridges over a server that stopped at
+    "length" answer. A gateway that hid thinking and counted it apart would write the
+    same (as a chat answer with no total): read so too."""
+    kind = doc.get("type")
+    if kind == "message_delta":
+        delta = doc.get("delta")
+        stopped = isinstance(delta, dict) and delta.get("stop_reason") == "max_tokens"
+        return stopped and _prompt_alone(doc.get("usage"))
+    if kind != "message" or doc.get("stop_reason") != "max_tokens":
+        return False
+    content = doc.get("content")
+    if not isinstance(content, list) or len(content) > _MAX_ITEMS:
+        return False
+    empty = all(
+        isinstance(block, dict) and block.get("type") == "text" and not block.get("text")
+        for block in content
+    )
+    return empty and _prompt_alone(doc.get("usage"))
 
 
 def _window_stopped_response(doc: dict[str, Any]) -> bool:

@@ -949,6 +949,8 @@ _GEN_EXCESS_RE: Final = _p(
     # "does not fit in the context window", "cannot fit 9000 tokens into 8192", "not enough
     # context space for the prompt", "insufficient context window"
     r"|\b(?:does not|doesn't|do not|don't|cannot|can't|won't|will not|would not) fit\b"
+    # "no candidate model fits estimated context (20440 tokens)" (forge-gateway)
+    r"|\bno (?:\w+ )?(?:model|provider|backend|deployment)s? (?:fits?|can fit)\b"
     # "Compaction input must fit within the model context window." (mlx-vlm): the context as
     # what to fit within, not a vocabulary or a field
     r"|\bmust fit (?:in|within|into) (?:the |its |this )?(?:model'?s? )?(?:\w+ )?context\b"
