@@ -2398,6 +2398,25 @@ def test_a_gateways_upstream_status_stands_for_the_type_it_wrote() -> None:
     assert detect_overflow(200, orjson.dumps(said), wire_format="openai") is None
 
 
+def test_a_responses_item_added_is_output_unless_an_empty_message() -> None:
+    # an empty message's added events open a reply (LiteLLM's before its incomplete stop);
+    # a reasoning item or a call added means the model is generating: the stream goes out
+    def added(item: dict[str, Any]) -> bytes:
+        return _sse({"type": "response.output_item.added", "output_index": 0, "item": item})
+
+    empty = {"type": "message", "role": "assistant", "content": []}
+    assert stream_event_output(added(empty)) == ""
+    part = {"type": "response.content_part.added", "part": {"type": "output_text", "text": ""}}
+    assert stream_event_output(_sse(part)) == ""
+    for item in (
+        {"type": "reasoning", "id": "rs_1", "summary": []},
+        {"type": "function_call", "name": "shell", "arguments": "", "call_id": "c1"},
+    ):
+        assert stream_event_has_output(added(item)), item
+    refusal = {**part, "part": {"type": "refusal", "refusal": ""}}
+    assert stream_event_has_output(_sse(refusal))
+
+
 def test_a_messages_stop_at_max_tokens_counting_the_prompt_alone_is_read() -> None:
     # text-generation-webui's Messages route (and hebo-gateway, Pollinations) answers a
     # prompt that filled the window as a stop at max_tokens with nothing written, its usage
@@ -3584,8 +3603,9 @@ def test_generic_rule_recognises_unlisted_wordings(message: str) -> None:
         "litellm.ContextWindowExceededError: ContextWindowExceededError: OpenAIException - "
         "Invalid 'tools[0].function.description': string too long. Expected a string with "
         "maximum length 1024, but got a string with length 1530 instead.",
-        # what an output reservation leaves (mlx-vlm's compaction)
+        # what an output reservation leaves (mlx-vlm's compaction), a loop's count of passes
         "Output reservation leaves no room for compacted context.",
+        "Compaction exceeded its summary pass limit; original context preserved.",
         "Input data may contain inappropriate content.",
         "The input token count exceeds your API key quota",
         "image exceeds 5 MB maximum: 7340032 bytes > 5242880 bytes",

@@ -359,6 +359,80 @@ async def test_a_window_stop_before_output_is_retried_when_no_limit_was_set(
     assert event["reason"] == "reactive"
 
 
+def scripted_app(sent: list[dict[str, Any]], script: Callable[[int], list[Any]]) -> web.Application:
+    """``/v1/responses`` over WebSocket answering the n-th create (from 1) with
+    ``script(n)``: events to send, or a number of seconds to wait before the next."""
+
+    async def responses(request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse()
+        await ws.prepare(request)
+        async for msg in ws:
+            if msg.type != WSMsgType.TEXT:
+                break
+            sent.append(json.loads(msg.data))
+            for out in script(len(sent)):
+                if isinstance(out, (int, float)):
+                    await asyncio.sleep(out)
+                else:
+                    await ws.send_json(out)
+        return ws
+
+    app = web.Application()
+    app.router.add_get("/v1/responses", responses)
+    return app
+
+
+def fits(rid: str) -> list[Any]:
+    return [
+        {"type": "response.created", "response": {"id": rid, "status": "in_progress"}},
+        {"type": "response.output_text.delta", "delta": "fits"},
+        {"type": "response.completed", "response": {"id": rid, "status": "completed"}},
+    ]
+
+
+async def test_a_failed_response_sent_as_completed_is_read_as_on_http(make_ws: MakeWs) -> None:
+    # codex-cc sends its upstream's error as a response.completed whose response failed:
+    # any event before output that states an overflow is read, not only error events
+    failed = {
+        "type": "response.completed",
+        "response": {
+            "id": "resp_1",
+            "status": "failed",
+            "error": {
+                "code": "context_length_exceeded",
+                "message": "Your input exceeds the context window of this model. Please"
+                " adjust your input and try again.",
+            },
+        },
+    }
+    sent: list[dict[str, Any]] = []
+    created = {"type": "response.created", "response": {"id": "resp_1"}}
+    stack = await make_ws(scripted_app(sent, lambda n: [created, failed] if n == 1 else fits("r")))
+    async with sdk(stack.base).responses.connect() as conn:
+        types = await read_response(
+            conn, {"type": "response.create", "model": "big-x", "input": turns(4)}
+        )
+    assert types == ["response.created", "response.output_text.delta", "response.completed"]
+    assert len(sent) == 2 and len(sent[1]["input"]) < len(turns(4))
+
+
+async def test_events_are_held_no_longer_than_on_http(
+    make_ws: MakeWs, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # an upstream that opens a response and is slow to its first output (a long prefill):
+    # the client gets the events held so far when the hold's time is up, as on HTTP
+    monkeypatch.setattr("trimgate.proxy.relay.STREAM_HOLD_SECONDS", 0.2)
+    created = {"type": "response.created", "response": {"id": "resp_1"}}
+    sent: list[dict[str, Any]] = []
+    stack = await make_ws(scripted_app(sent, lambda n: [created, 3.0, *fits("resp_1")[1:]]))
+    async with sdk(stack.base).responses.connect() as conn:
+        await conn.send({"type": "response.create", "model": "big-x", "input": "hi"})
+        first = await asyncio.wait_for(conn.recv(), 2.0)  # well before the upstream's 3 s
+        assert first.type == "response.created"
+        rest = [(await asyncio.wait_for(conn.recv(), 10)).type for _ in range(2)]
+    assert rest == ["response.output_text.delta", "response.completed"]
+
+
 async def test_a_large_create_is_examined_and_replanned_off_the_event_loop(
     make_ws: MakeWs, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -598,8 +598,10 @@ def _doc_has_output(doc: Any) -> bool:
             return not _empty_block_delta(doc.get("delta"))
         if kind == "content_block_stop":  # reached before any output: an empty block's
             return False
-        if kind in ("response.output_item.added", "response.content_part.added"):
-            return False
+        if kind == "response.output_item.added":  # (a reasoning item, a call: generating)
+            return not empty_message_item(doc.get("item"))
+        if kind == "response.content_part.added":
+            return not empty_text_part(doc.get("part"))
         if _empty_done(kind, doc):
             return False
         if kind.startswith(("response.", "message_")):

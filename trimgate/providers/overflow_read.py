@@ -224,7 +224,7 @@ def _walk_error(node: Any, facts: _Facts, depth: int) -> None:
         if key in _NEST_KEYS or _UPSTREAM_KEY_RE.fullmatch(key) is None:
             continue
         if isinstance(value, str) and key not in _TEXT_KEYS and not _may_echo(key):
-            if _SDK_EXCEPTION_RE.match(value) is not None:
+            if _named_status(value) is not None:
                 # the openai SDK's exception as a relay kept it (Sunbird AI's 502:
                 # {"details": [{"original_error": "Error code: 400 - {...}"}]})
                 _walk_error({"message": value}, facts, depth + 1)

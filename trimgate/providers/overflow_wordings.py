@@ -1205,6 +1205,10 @@ _GEN_SHAPE_EXCLUDE: Final = (
     # a machine's memory, not the window ("A context size of 24 is too large for the
     # available RAM (including swap)": node-llama-cpp sizing a context it cannot allocate)
     r"|\bavailable (?:ram|vram|system memory)\b"
+    # a count of a loop's rounds ("Compaction exceeded its summary pass limit; original
+    # context preserved": mlx-vlm), not a length
+    r"|\b(?:pass|iteration|step|round|loop|retry|attempt)s? (?:limit|count)\b"
+    r"|\bmax(?:imum)? (?:number of )?(?:passes|iterations|steps|rounds|retries|attempts)\b"
 )
 _GEN_EXCLUDE_RE: Final = _p(_GEN_OUTPUT_EXCLUDE + "|" + _GEN_SHAPE_EXCLUDE)
 _GEN_SHAPE_EXCLUDE_RE: Final = _p(_GEN_SHAPE_EXCLUDE)

@@ -44,7 +44,7 @@ from trimgate.providers.overflow import (
     stream_event_output,
 )
 from trimgate.providers.registry import CODECS
-from trimgate.proxy import h1
+from trimgate.proxy import h1, relay
 from trimgate.proxy import upstream as up
 from trimgate.proxy.answers import error_response
 from trimgate.proxy.examine import Chat, InflatedTooLarge
@@ -453,7 +453,16 @@ class _Turn:
     """One attempt of a response: its events held until its first output event decides
     whether it overflowed. Also the ``Answer`` of an ``Attempt`` for retry.py."""
 
-    __slots__ = ("decided", "dropped", "held", "held_bytes", "released", "status", "uncapped")
+    __slots__ = (
+        "decided",
+        "dropped",
+        "held",
+        "held_bytes",
+        "released",
+        "status",
+        "timer",
+        "uncapped",
+    )
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.decided: asyncio.Future[Overflow | None] = loop.create_future()
@@ -463,6 +472,8 @@ class _Turn:
         self.status = 200
         self.dropped = False
         self.uncapped = False  # a create with no max_output_tokens, its first attempt
+        # as on HTTP, events are held STREAM_HOLD_SECONDS at most before the first output
+        self.timer = loop.call_later(relay.STREAM_HOLD_SECONDS, self.decide, None)
 
     def hold(self, frame: bytes) -> None:
         if not self.dropped:
@@ -470,6 +481,7 @@ class _Turn:
             self.held_bytes += len(frame)
 
     def decide(self, overflow: Overflow | None) -> None:
+        self.timer.cancel()
         if not self.decided.done():
             self.decided.set_result(overflow)
 
@@ -618,13 +630,15 @@ class ResponsesMode:
             turn.decide(None)
 
     def _judge(self, turn: _Turn, kind: str, frame: bytes) -> None:
-        """A response event before any output, as on HTTP: an empty item (an opener, an
+        """A response event before any output, as on HTTP: one that states an overflow
+        (a response that failed, whatever its event's name); an empty item (an opener, an
         empty part) held on; for a create with no ``max_output_tokens`` (the first
         attempt's), the response left incomplete for it with nothing produced is the
         window's stop (``detect_unspent_stop``); anything else is output or the end."""
         block = _block(kind, frame)
-        if block is None:
-            turn.decide(None)
+        found = None if block is None else self._overflow(block)
+        if block is None or found is not None:
+            turn.decide(found)
         elif turn.uncapped and kind in _TERMINAL and detect_unspent_stop(block) is not None:
             turn.decide(Overflow(None, None))
         elif kind in _TERMINAL or stream_event_output(block) == OUTPUT:
