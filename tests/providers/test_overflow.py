@@ -3714,6 +3714,26 @@ def test_generic_rule_never_fires_on_look_alikes(message: str) -> None:
         assert detect_overflow(status, _error_body(message), wire_format="openai") is None
 
 
+def test_a_failovers_preface_names_no_auth_error() -> None:
+    # api-farm tries every key and shows the last error: "All API keys failed." says what
+    # was tried, not why; the last error decides, auth words in it included
+    said = (
+        "All API keys failed. Last error: Error code: 400 - This model's maximum context"
+        " length is 128000 tokens. However, your messages resulted in 131245 tokens."
+    )
+    read = detect_overflow(502, orjson.dumps({"detail": said}), wire_format="openai")
+    assert read == Overflow(131245, 128000, whole=True)
+    for other in (
+        "All API keys failed. Last error: Error code: 429 - Rate limit reached for gpt-4o on"
+        " tokens per min (TPM): Limit 30000, Used 29000, Requested 131245.",
+        "All providers failed. Last error: No API keys available: the context window of"
+        " 128000 tokens was exceeded",
+        "Invalid API key: the context window of 128000 tokens was exceeded",
+    ):
+        body = orjson.dumps({"detail": other})
+        assert detect_overflow(502, body, wire_format="openai") is None, other
+
+
 def test_the_gemini_clis_startup_log_names_no_auth_error() -> None:
     # bridges over the Gemini CLI relay its whole stderr: the startup profiler's phase
     # "authenticate" is a log line, not an auth error; a real one still is

@@ -1484,13 +1484,23 @@ def _never(text: str) -> bool:
     """A rate-limit, quota, billing, auth or safety wording, or a model's output cap (not
     in the Gemini CLI's startup log, whose whole metric lines are left out: bridges relay
     them with its stderr, "[STARTUP] Recording metric for phase: authenticate duration:
-    71.9")."""
+    71.9"; nor in a failover's preface, "All API keys failed. Last error: ...")."""
     low = text.lower()
     if "[startup] recording metric" in low:
         low = _STARTUP_METRIC_RE.sub(" ", low)
+    if "failed" in low:
+        low = _FAILOVER_PREFACE_RE.sub("", low, count=1)
     if any(word in low for word in _NEVER_WORDS):
         return True
     return any(hint in low for hint in _RATE_HINTS) and _RATE_RE.search(text) is not None
+
+
+# a failover's preface to the error it shows, "All API keys failed. Last error: ..."
+# (api-farm): its words name what was tried, the last error after it says what failed
+_FAILOVER_PREFACE_RE: Final = re.compile(
+    r"^\s*(?:all|every)\b[^.:;]{0,60}?\bfailed\b[^.:;]{0,20}[.:;]\s*"
+    r"(?=(?:tried: [^.]{0,80}\.\s*)?last\b)"
+)
 
 
 def _never_stated(text: str) -> bool:
