@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
+import threading
+import time
 from collections.abc import AsyncIterator
 
 import pytest
@@ -99,6 +102,80 @@ async def test_a_connection_with_unsolicited_bytes_is_not_reused(
         got = await bodies(kind, port, 3)
     assert got == [b'{"n": 1, "conn": %d}' % c for c in (1, 2, 3)]
     assert len(conns) == 3
+
+
+def threaded_server(extra: bytes) -> tuple[socket.socket, list[int]]:
+    """A server in a thread of its own (not the test's event loop): every answer on a
+    connection, the first followed at once by ``extra``."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    conns: list[int] = []
+
+    def serve(conn: socket.socket, number: int) -> None:
+        with conn, contextlib.suppress(OSError):
+            buffered, n = b"", 0
+            while True:
+                while b"\r\n\r\n" not in buffered:
+                    chunk = conn.recv(65536)
+                    if not chunk:
+                        return
+                    buffered += chunk
+                head, buffered = buffered.split(b"\r\n\r\n", 1)
+                length = next(
+                    (
+                        int(line.split(b":")[1])
+                        for line in head.split(b"\r\n")
+                        if line.lower().startswith(b"content-length:")
+                    ),
+                    0,
+                )
+                while len(buffered) < length:
+                    buffered += conn.recv(65536)
+                buffered, n = buffered[length:], n + 1
+                body = b'{"n": %d, "conn": %d}' % (n, number)
+                answer = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+                conn.sendall(answer)
+                if n == 1:
+                    time.sleep(0.01)  # its own segment, after the answer
+                    conn.sendall(extra)
+
+    def accept() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = listener.accept()
+                conns.append(len(conns) + 1)
+                threading.Thread(target=serve, args=(conn, len(conns)), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    return listener, conns
+
+
+@pytest.mark.parametrize("kind", ["trimgate", "aiohttp"])
+async def test_bytes_not_yet_delivered_keep_a_connection_from_reuse(kind: str) -> None:
+    # a busy event loop: the unsolicited answer is in the socket, not yet delivered, when
+    # the next request picks a connection (the loop is blocked, as by other work, between
+    # the two requests); the socket is peeked, so it is not reused
+    listener, conns = threaded_server(EVIL)
+    client = make_client(ServerConfig(upstream_client=kind))
+    got = []
+    try:
+        for _ in range(2):
+            answer = await client.request(
+                "POST",
+                URL(f"http://127.0.0.1:{listener.getsockname()[1]}/v1/x"),
+                CIMultiDict(),
+                b"{}",
+            )
+            body = b""
+            while chunk := await answer.readany():
+                body += chunk
+            answer.release()
+            got.append(body)
+            threading.Event().wait(0.1)  # blocks the loop: the extra bytes arrive, undelivered
+    finally:
+        await client.close()
+        listener.close()
+    assert got == [b'{"n": 1, "conn": 1}', b'{"n": 1, "conn": 2}']
+    assert conns == [1, 2]
 
 
 @pytest.mark.parametrize("kind", ["trimgate", "aiohttp"])

@@ -46,6 +46,7 @@ from trimgate.proxy.h1conn import (
     _Conn,
     _expire,
     request_head,
+    unread_waiting,
 )
 
 __all__ = [
@@ -156,7 +157,8 @@ class Client:
         now = time.monotonic()
         while conns:
             conn = conns.pop()
-            if conn.alive and conn.keep and now - conn.idle_since < self.keepalive:
+            fresh = now - conn.idle_since < self.keepalive
+            if conn.alive and conn.keep and fresh and not unread_waiting(conn.transport):
                 conn.reused = True
                 return conn
             conn.close()

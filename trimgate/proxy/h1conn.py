@@ -9,6 +9,8 @@ end or a fault ends it. The pool that owns connections is ``h1.Client``.
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
 from typing import TYPE_CHECKING, Any, Final, cast
 
 from multidict import CIMultiDict, CIMultiDictProxy
@@ -162,6 +164,29 @@ class Response:
         if not self._released:
             self._conn.keep = False
             self.release()
+
+
+def unread_waiting(transport: asyncio.BaseTransport | None) -> bool:
+    """Whether a pooled connection's socket holds bytes not yet read, or the peer's close:
+    bytes that arrived after a complete answer but before the event loop delivered them
+    (a busy loop runs a waiting request's reuse first). Peeked on a duplicate of the
+    socket, so nothing is consumed; a socket that cannot be peeked counts as waiting.
+    Plain connections only: under TLS the socket also carries records that are no answer
+    (a TLS 1.3 server's session tickets), and what TLS delivers is counted as it comes."""
+    if transport is None or transport.get_extra_info("ssl_object") is not None:
+        return False
+    sock = transport.get_extra_info("socket")
+    if sock is None:
+        return False
+    try:
+        with socket.socket(fileno=os.dup(sock.fileno())) as peek:
+            peek.setblocking(False)
+            peek.recv(1, socket.MSG_PEEK)  # data, or b"" for the peer's close
+    except (BlockingIOError, InterruptedError):
+        return False
+    except OSError:
+        return True
+    return True
 
 
 class _Conn(asyncio.Protocol):

@@ -15,6 +15,7 @@ from yarl import URL
 from trimgate.config import ServerConfig
 from trimgate.errors import UpstreamConnectError, UpstreamTimeout
 from trimgate.proxy import h1
+from trimgate.proxy.h1conn import unread_waiting
 
 KEEPALIVE = 60.0  # seconds an idle upstream connection is kept for reuse
 
@@ -135,9 +136,10 @@ class _CountingHandler(ResponseHandler):
 
 class _StrictConnector(aiohttp.TCPConnector):
     """aiohttp's connector, but a pooled connection that received bytes while idle (after
-    a complete answer, before the next request) is closed, never reused: those bytes
-    would otherwise be read as (or into) the answer to the next request, which may be
-    another client's; aiohttp reuses any connection that is still open."""
+    a complete answer, before the next request), or whose socket holds bytes the loop has
+    not yet delivered (``unread_waiting``), is closed, never reused: those bytes would
+    otherwise be read as (or into) the answer to the next request, which may be another
+    client's; aiohttp reuses any connection that is still open."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -158,6 +160,7 @@ class _StrictConnector(aiohttp.TCPConnector):
                 isinstance(proto, _CountingHandler)
                 and proto.received == proto.pooled_at
                 and not proto.should_close
+                and not unread_waiting(proto.transport)
             ):
                 return conn
             conn.close()  # bytes arrived while it was idle: closed, not reused
