@@ -1981,6 +1981,26 @@ def test_the_status_an_sdk_exception_names_stands_for_the_wrappers() -> None:
     assert detect_overflow(400, orjson.dumps(own), wire_format="openai") is None
 
 
+def test_an_upstreams_typed_error_kept_as_json_text_is_read() -> None:
+    # earcon answers 200 with the upstream's body kept as text under a key that names it;
+    # vLLM's body is typed {"object": "error"} and has no "error" key of its own
+    inner = {
+        "object": "error",
+        "message": "Prompt contains 40321 tokens and 0 draft tokens, too large for model"
+        " with 32768 maximum context length",
+        "type": "invalid_request_error",
+    }
+    kept = {"error": {"upstream_status": 400, "upstream_body": orjson.dumps(inner).decode()}}
+    read = detect_overflow(200, orjson.dumps(kept), wire_format="openai")
+    assert read == Overflow(40321, 32768)
+    # not under a key that may echo the request, nor an object that is no error
+    echoed = {"error": {"upstream_status": 400, "body": kept["error"]["upstream_body"]}}
+    plain = {"object": "chat.completion", "message": inner["message"], "type": "text"}
+    untyped = {"error": {"upstream_body": orjson.dumps(plain).decode()}}
+    for doc in (echoed, untyped):
+        assert detect_overflow(200, orjson.dumps(doc), wire_format="openai") is None, doc
+
+
 def test_an_sdk_exception_a_relay_kept_under_its_own_key_is_read() -> None:
     # Sunbird AI's 502 keeps the openai SDK's exception beside a message of its own
     said = "Error code: 400 - " + str({"object": "error", "message": _OPENAI_SAID})

@@ -230,7 +230,9 @@ def _walk_error(node: Any, facts: _Facts, depth: int) -> None:
                 _walk_error({"message": value}, facts, depth + 1)
                 continue
             value = _json_object(value)  # (a text key's JSON is read as its text already)
-        if isinstance(value, dict) and any(inner in value for inner in _VALUE_ERROR_KEYS):
+        if isinstance(value, dict) and (
+            any(inner in value for inner in _VALUE_ERROR_KEYS) or _typed_error(value)
+        ):  # (earcon's {"upstream_body": "{\"object\": \"error\", ...}"}: vLLM's own)
             _walk_error(value, facts, depth + 1)
     response = node.get("response")  # Responses API: response.failed carries response.error
     if isinstance(response, dict) and isinstance(response.get("error"), dict):
