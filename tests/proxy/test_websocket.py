@@ -258,11 +258,9 @@ async def test_an_overflow_is_retried_on_the_same_connection(make_ws: MakeWs) ->
     assert event["reason"] == "reactive"
 
 
-def window_stop_app(sent: list[dict[str, Any]], window_chars: int) -> web.Application:
-    """``/v1/responses`` over WebSocket like a Responses bridge in front of a model that
-    stops at its window: a create whose input is over ``window_chars`` characters is left
-    incomplete for ``max_output_tokens`` with an empty message (LiteLLM's events), a
-    shorter one completed; every create is kept in ``sent``."""
+def scripted_app(sent: list[dict[str, Any]], script: Callable[[int], list[Any]]) -> web.Application:
+    """``/v1/responses`` over WebSocket answering the n-th create (from 1) with
+    ``script(n)``: events to send, or a number of seconds to wait before the next."""
 
     async def responses(request: web.Request) -> web.WebSocketResponse:
         ws = web.WebSocketResponse()
@@ -270,28 +268,38 @@ def window_stop_app(sent: list[dict[str, Any]], window_chars: int) -> web.Applic
         async for msg in ws:
             if msg.type != WSMsgType.TEXT:
                 break
-            event = json.loads(msg.data)
-            sent.append(event)
-            rid = f"resp_{len(sent)}"
-            size = len(json.dumps(event.get("input")))
-            for out in (
-                window_stop_events(rid, size)
-                if size > window_chars
-                else [
-                    {"type": "response.created", "response": {"id": rid, "status": "in_progress"}},
-                    {"type": "response.output_text.delta", "delta": "fits"},
-                    {
-                        "type": "response.completed",
-                        "response": {"id": rid, "object": "response", "status": "completed"},
-                    },
-                ]
-            ):
-                await ws.send_json(out)
+            sent.append(json.loads(msg.data))
+            for out in script(len(sent)):
+                if isinstance(out, (int, float)):
+                    await asyncio.sleep(out)
+                else:
+                    await ws.send_json(out)
         return ws
 
     app = web.Application()
     app.router.add_get("/v1/responses", responses)
     return app
+
+
+def fits(rid: str) -> list[Any]:
+    return [
+        {"type": "response.created", "response": {"id": rid, "status": "in_progress"}},
+        {"type": "response.output_text.delta", "delta": "fits"},
+        {"type": "response.completed", "response": {"id": rid, "status": "completed"}},
+    ]
+
+
+def window_stop_app(sent: list[dict[str, Any]], window_chars: int) -> web.Application:
+    """``/v1/responses`` over WebSocket like a Responses bridge in front of a model that
+    stops at its window: a create whose input is over ``window_chars`` characters is left
+    incomplete for ``max_output_tokens`` with an empty message (LiteLLM's events), a
+    shorter one completed; every create is kept in ``sent``."""
+
+    def script(n: int) -> list[Any]:
+        size = len(json.dumps(sent[n - 1].get("input")))
+        return window_stop_events(f"resp_{n}", size) if size > window_chars else fits(f"resp_{n}")
+
+    return scripted_app(sent, script)
 
 
 def window_stop_events(rid: str, size: int) -> list[dict[str, Any]]:
@@ -357,37 +365,6 @@ async def test_a_window_stop_before_output_is_retried_when_no_limit_was_set(
     assert stack.metric("trimgate_context_overflows_total", **labels) == len(sent) - 1
     (event,) = [e for e in stack.events() if e["type"] == "history_trimmed"]
     assert event["reason"] == "reactive"
-
-
-def scripted_app(sent: list[dict[str, Any]], script: Callable[[int], list[Any]]) -> web.Application:
-    """``/v1/responses`` over WebSocket answering the n-th create (from 1) with
-    ``script(n)``: events to send, or a number of seconds to wait before the next."""
-
-    async def responses(request: web.Request) -> web.WebSocketResponse:
-        ws = web.WebSocketResponse()
-        await ws.prepare(request)
-        async for msg in ws:
-            if msg.type != WSMsgType.TEXT:
-                break
-            sent.append(json.loads(msg.data))
-            for out in script(len(sent)):
-                if isinstance(out, (int, float)):
-                    await asyncio.sleep(out)
-                else:
-                    await ws.send_json(out)
-        return ws
-
-    app = web.Application()
-    app.router.add_get("/v1/responses", responses)
-    return app
-
-
-def fits(rid: str) -> list[Any]:
-    return [
-        {"type": "response.created", "response": {"id": rid, "status": "in_progress"}},
-        {"type": "response.output_text.delta", "delta": "fits"},
-        {"type": "response.completed", "response": {"id": rid, "status": "completed"}},
-    ]
 
 
 async def test_a_failed_response_sent_as_completed_is_read_as_on_http(make_ws: MakeWs) -> None:
