@@ -632,16 +632,7 @@ def _window_stop(doc: dict[str, Any]) -> bool:
     finished so with nothing in it. With output it is a truncated answer, not an
     overflow."""
     if doc.get("stop_reason") == WINDOW_STOP:
-        content = doc.get("content")
-        if not isinstance(content, list):
-            return False
-        return (
-            all(
-                isinstance(block, dict) and block.get("type") == "text" and not block.get("text")
-                for block in content[:_MAX_ITEMS]
-            )
-            and len(content) <= _MAX_ITEMS
-        )
+        return _no_content(doc.get("content"))
     if doc.get("type") == "message_delta":
         delta = doc.get("delta")
         return isinstance(delta, dict) and delta.get("stop_reason") == WINDOW_STOP
@@ -681,14 +672,17 @@ def _unspent_max_tokens(doc: dict[str, Any]) -> bool:
         return stopped and _prompt_alone(doc.get("usage"))
     if kind != "message" or doc.get("stop_reason") != "max_tokens":
         return False
-    content = doc.get("content")
+    return _no_content(doc.get("content")) and _prompt_alone(doc.get("usage"))
+
+
+def _no_content(content: Any) -> bool:
+    """Whether an Anthropic message's content holds nothing: no block but empty text."""
     if not isinstance(content, list) or len(content) > _MAX_ITEMS:
         return False
-    empty = all(
+    return all(
         isinstance(block, dict) and block.get("type") == "text" and not block.get("text")
         for block in content
     )
-    return empty and _prompt_alone(doc.get("usage"))
 
 
 def _window_stopped_response(doc: dict[str, Any]) -> bool:
