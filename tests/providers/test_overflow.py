@@ -5080,6 +5080,9 @@ _LEFT_MISSES: Final = {
     "hb787-agnos-anth-stream-ovf-as-content": "a reply in a model's words",
     # Baidu Qianfan's 336007: "the max input characters is 20000"
     "hb789-qianfan-v1-336007-max-input-characters": _CHARACTERS,
+    # flexrouter's bucket: 503 provider_unavailable, the overflow only in an attempt's log
+    "hb790-flexrouter-bucket-oai-ctx": "a 503",
+    "hb790-flexrouter-bucket-vllm-ctx": "a 503",
 }
 
 
@@ -5604,7 +5607,7 @@ def test_the_generic_readers_alone_read_no_look_alike(monkeypatch: pytest.Monkey
     # after batch 647, 5,234 of 5,687 (92.0%) after batch 673, 5,379 of 5,843 (92.1%)
     # after batch 685, 5,445 of 5,922 (91.9%) after batch 691, 5,479 of 5,962 (91.9%)
     # after batch 694, 6,038 of 6,574 (91.8%) after batch 739, 6,184 of 6,730 (91.9%)
-    # after batch 755 and 6,423 of 6,998 (91.8%) after batch 789, whose collectors went
+    # after batch 755 and 6,449 of 7,026 (91.8%) after batch 794, whose collectors went
     # after servers' own wordings and packages' own envelopes (release by
     # release, server by server), which only a listing reads: the floor guards the generic
     # readers against narrowing, not the data's mix against drifting
