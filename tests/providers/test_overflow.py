@@ -2476,6 +2476,32 @@ def test_a_messages_stop_at_max_tokens_counting_the_prompt_alone_is_read() -> No
     assert detect_stream_overflow(said + _sse(tail), wire_format="anthropic") is None
 
 
+def test_a_messages_stop_after_a_start_that_counted_the_prompt_is_read() -> None:
+    # llmmllab's bridge (and modelmeld) count the prompt in message_start, then stop at
+    # max_tokens stating only the output, 0: the prompt alone was counted
+    def stream(start_input: int, delta_usage: dict[str, int], *, text: str = "") -> bytes:
+        usage = {"input_tokens": start_input, "output_tokens": 0}
+        start = {"type": "message_start", "message": {"content": [], "usage": usage}}
+        said = []
+        if text:
+            block = {"type": "text_delta", "text": text}
+            said = [{"type": "content_block_delta", "index": 0, "delta": block}]
+        stop = {"stop_reason": "max_tokens", "stop_sequence": None}
+        delta = {"type": "message_delta", "delta": stop, "usage": delta_usage}
+        return _sse(start, {"type": "ping"}, *said, delta, {"type": "message_stop"})
+
+    counted = stream(131209, {"output_tokens": 0})
+    assert detect_stream_overflow(counted, wire_format="anthropic") == Overflow(None, None)
+    # no prompt counted at the start, output counted or written, a cache's replay
+    for other in (
+        stream(0, {"output_tokens": 0}),
+        stream(131209, {"output_tokens": 4}),
+        stream(131209, {"output_tokens": 0}, text="Hel"),
+        stream(131209, {"output_tokens": 0, "cache_read_input_tokens": 120000}),
+    ):
+        assert detect_stream_overflow(other, wire_format="anthropic") is None
+
+
 def test_an_empty_text_delta_is_no_output_before_an_error() -> None:
     # vandamme-proxy opens a Messages reply (an empty block, an empty text delta) before it
     # writes the upstream's error into the stream
@@ -4907,9 +4933,6 @@ _LEFT_MISSES: Final = {
     # tokens of hidden reasoning and no text: a reasoning model that spent a small limit
     # writes the same
     "hb638-codex-stream-incomplete-empty-reasoning": "a stop after hidden reasoning only",
-    "hb640-llmmllab-api-anthropic-stream-empty-max-tokens-after-overflow": (
-        "a stop, 0 output counted"
-    ),
     # text-generation-webui's answers when its llama.cpp server refused the prompt: empty,
     # finished "length"
     "hb643-textgen-llamacpp-ctx-overflow-stream-empty-length": (
@@ -5068,7 +5091,6 @@ _LEFT_MISSES: Final = {
     "hb776-nb-lmstudio-msgs-ctx": "a 503",
     # Messages stops at max_tokens before any output whose usage counts no prompt
     "hb776-ur-llamacpp-msgs-lenstop-stream": "a stop, 0 output counted",
-    "hb776-mm-llamacpp-msgs-lenstop-stream": "a stop, 0 output counted",
     # CopilotKit's runtime speaks AG-UI to the browser
     "hb778-copilotkit-openai-ctx": _NOT_TRIMMED + " (AG-UI's RUN_ERROR)",
     "hb778-copilotkit-gemini-input-token-count": _NOT_TRIMMED + " (AG-UI's RUN_ERROR)",
@@ -5101,6 +5123,9 @@ _UNREAD: Final = frozenset(
         # estimate, and no window beside it
         "hb748-forge-oai-nofit",
         "hb748-forge-an-nofit",
+        # llmmllab's bridge counts the prompt in message_start, then stops at max_tokens
+        # counting no output: read as a stop, the start's count not as the prompt's size
+        "hb640-llmmllab-api-anthropic-stream-empty-max-tokens-after-overflow",
         # hebo-gateway passes Claude's window stop on as max_tokens, its usage counting the
         # prompt: read as a stop, the usage's prompt count not as the prompt's size
         "hb737-hebo-messages-window-stop-stream",
@@ -5607,7 +5632,7 @@ def test_the_generic_readers_alone_read_no_look_alike(monkeypatch: pytest.Monkey
     # after batch 647, 5,234 of 5,687 (92.0%) after batch 673, 5,379 of 5,843 (92.1%)
     # after batch 685, 5,445 of 5,922 (91.9%) after batch 691, 5,479 of 5,962 (91.9%)
     # after batch 694, 6,038 of 6,574 (91.8%) after batch 739, 6,184 of 6,730 (91.9%)
-    # after batch 755 and 6,449 of 7,026 (91.8%) after batch 794, whose collectors went
+    # after batch 755 and 6,451 of 7,026 (91.8%) after batch 794, whose collectors went
     # after servers' own wordings and packages' own envelopes (release by
     # release, server by server), which only a listing reads: the floor guards the generic
     # readers against narrowing, not the data's mix against drifting

@@ -490,9 +490,12 @@ def _doc_output(doc: Any, held: str) -> tuple[str, Overflow | None]:
     block is ``NO_OUTPUT`` and a ``message_delta`` that closes it as the server's error
     (``_closes_held``) ``UNSPENT``. With no reply held, an Anthropic reply closed before
     any output (``_closes_unspent``) is ``NO_OUTPUT``, and with nothing held a
-    ``message_start`` that counts the prompt ``COUNTED``."""
+    ``message_start`` that counts the prompt ``COUNTED``; after it, a stop at "max_tokens"
+    that counts no output (``_stops_unspent``) is ``UNSPENT`` too."""
     if not held and _start_counts_prompt(doc):
         return COUNTED, None
+    if held == COUNTED and isinstance(doc, dict) and _stops_unspent(doc):
+        return UNSPENT, None
     if held not in ("", COUNTED) and isinstance(doc, dict):
         kind = doc.get("type")
         if kind == "content_block_stop":
@@ -529,6 +532,20 @@ def _start_counts_prompt(doc: Any) -> bool:
     usage = message.get("usage") if isinstance(message, dict) else None
     prompt = usage.get("input_tokens") if isinstance(usage, dict) else None
     return type(prompt) is int and prompt > 0
+
+
+def _stops_unspent(doc: dict[str, Any]) -> bool:
+    """Whether a ``message_delta``, reached with nothing output after a ``message_start``
+    that counted the prompt, stops at "max_tokens" counting no output token (and no cache
+    read): the Messages stop whose usage counts the prompt alone, its prompt counted at
+    the start (llmmllab's bridge; ``_unspent_max_tokens`` reads it where the delta states
+    both counts)."""
+    delta, usage = doc.get("delta"), doc.get("usage")
+    if doc.get("type") != "message_delta" or not isinstance(delta, dict):
+        return False
+    if delta.get("stop_reason") != "max_tokens" or not isinstance(usage, dict):
+        return False
+    return _is_zero(usage.get("output_tokens")) and not usage.get("cache_read_input_tokens")
 
 
 def _closes_unspent(doc: dict[str, Any]) -> bool:
@@ -778,8 +795,8 @@ def detect_stream_overflow(
         verdict, found = _event_verdict(name, payload, patterns, held)
         if verdict == OUTPUT:
             return found
-        if verdict == UNSPENT:
-            return worded
+        if verdict == UNSPENT:  # (after a counted start alone, its stop: ``_stops_unspent``)
+            return worded if held != COUNTED else Overflow(None, None)
         if verdict in HOLDS:
             held, worded = verdict, found
     return None
