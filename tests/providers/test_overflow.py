@@ -186,6 +186,13 @@ def test_plain_text_error_body() -> None:
     [
         # the prompt alone, against a window that must hold the output limit too
         ("prompt is too long: 210000 tokens > 200000 maximum", (210000, 200000), True),
+        # gmlx: the sum and then its parts, the reservation itemised
+        (
+            "prompt is too long: 71602 tokens > 65536 maximum. The request needs 63410 prompt"
+            " + 8192 max generation tokens, which exceeds the context window (max_kv_size).",
+            (63410, 57344),
+            False,
+        ),
         (
             "This model's maximum context length is 8192 tokens. However, your request has "
             "9000 input tokens. Please reduce the length of the input messages.",
@@ -220,7 +227,16 @@ def test_plain_text_error_body() -> None:
             False,
         ),
     ],
-    ids=["anthropic", "vllm", "total", "input-cap", "window-alone-then-pair", "sum", "itemised"],
+    ids=[
+        "anthropic",
+        "gmlx",
+        "vllm",
+        "total",
+        "input-cap",
+        "window-alone-then-pair",
+        "sum",
+        "itemised",
+    ],
 )
 def test_a_reading_says_whether_the_window_must_hold_the_output_too(
     message: str, counts: tuple[int, int], whole: bool
@@ -2416,6 +2432,17 @@ def test_a_gateways_upstream_status_stands_for_the_type_it_wrote() -> None:
     assert detect_overflow(200, orjson.dumps(limited), wire_format="openai") is None
     said = {"error": {"message": "queue wait: " + cut, "type": "rate_limit_error"}}
     assert detect_overflow(200, orjson.dumps(said), wire_format="openai") is None
+    # coderouter names the one upstream its failover tried, typing the stream's error
+    # "overloaded_error" whatever the upstream said
+    refused = "prompt is too long: 210000 tokens > 200000 maximum"
+    upstream = {"type": "error", "error": {"type": "invalid_request_error", "message": refused}}
+    failed = "profile='claude-code': all providers failed: [cloud-sonnet status=N] N from"
+    failed += " upstream: b'" + json.dumps(upstream, separators=(",", ":")) + "'"
+    for status, read in (("400", Overflow(210000, 200000, whole=True)), ("529", None)):
+        error = {"type": "overloaded_error", "message": failed.replace("N", status)}
+        event = {"type": "error", "error": error}
+        block = b"event: error\ndata: " + orjson.dumps(event) + b"\n\n"
+        assert detect_stream_overflow(block, wire_format="anthropic") == read, status
 
 
 def test_a_responses_item_added_is_output_unless_an_empty_message() -> None:
@@ -2454,9 +2481,17 @@ def test_a_messages_stop_at_max_tokens_counting_the_prompt_alone_is_read() -> No
         return _sse(start, {"type": "message_delta", "delta": delta, "usage": counts})
 
     assert detect_stream_overflow(stopped(usage), wire_format="anthropic") == Overflow(None, None)
-    # output counted or written, a cache's replay, no prompt counted: a model's stop
+    # Ollama's floor of one output token when the prompt fills its window (32767 of
+    # 32768), as Messages bridges over it relay the stop
+    floor = {"input_tokens": 32767, "output_tokens": 1}
+    read = detect_overflow(200, orjson.dumps({**whole, "usage": floor}), wire_format="anthropic")
+    assert read == Overflow(None, None)
+    assert detect_stream_overflow(stopped(floor), wire_format="anthropic") == read
+    # output counted or written, a cache's replay, no prompt counted: a model's stop; one
+    # token after a short prompt is a one-token probe's answer
     for counts in (
         {"input_tokens": 41210, "output_tokens": 3},
+        {"input_tokens": 12, "output_tokens": 1},
         {"input_tokens": 41210, "output_tokens": 0, "cache_read_input_tokens": 40000},
         {"input_tokens": 0, "output_tokens": 0},
         {"output_tokens": 0},
@@ -2816,6 +2851,18 @@ def test_an_empty_reply_finished_length_before_any_output_is_an_overflow() -> No
     for uncounted in ({"completion_tokens": -1}, {"prompt_tokens": 0, "completion_tokens": -1}):
         read = detect_overflow(200, _whole_reply("", "stop", uncounted), wire_format="openai")
         assert read is None, uncounted
+    # Ollama counts one output token where the prompt filled its window (32767 of 32768),
+    # not after a short prompt (a one-token probe's answer) nor beside a larger total
+    floor = {"prompt_tokens": 32767, "completion_tokens": 1, "total_tokens": 32768}
+    read = detect_overflow(200, _whole_reply("", "length", floor), wire_format="openai")
+    assert read == Overflow(None, None)
+    for other_floor in (
+        {"prompt_tokens": 12, "completion_tokens": 1, "total_tokens": 13},
+        {**floor, "total_tokens": 32900},
+        {**floor, "completion_tokens": 2, "total_tokens": 32769},
+    ):
+        read = detect_overflow(200, _whole_reply("", "length", other_floor), wire_format="openai")
+        assert read is None, other_floor
     # (LlamaEdge 0.11 counts a total of 0: below the prompt, a slip, not reasoning apart)
     slipped = _whole_reply("", "length", {**counted, "total_tokens": 0})
     assert detect_overflow(200, slipped, wire_format="openai") == Overflow(None, None)
@@ -2991,8 +3038,11 @@ def test_a_response_left_incomplete_before_output_is_an_unspent_stop() -> None:
         _sse({"type": "response.completed", "response": {**response, "usage": {}}}),
     ):
         assert detect_unspent_stop(said) == Overflow(None, None), said
+    # (reasoning that spent one token is the window's stop too: window_filled)
+    reasoned = {**response, "output": [{"type": "reasoning", "summary": []}]}
+    assert detect_unspent_stop(orjson.dumps(reasoned)) == Overflow(None, None)
     for other in (
-        {**response, "output": [{"type": "reasoning", "summary": []}]},
+        {**reasoned, "usage": {"input_tokens": 4302, "output_tokens": 300}},
         {**response, "usage": {"input_tokens": 4302, "output_tokens": 300}},
         {**response, "usage": {"input_tokens": 4302, "output_tokens": 1, "total_tokens": 4400}},
         # hidden reasoning counted in the total, or a usage that states no output count
@@ -3002,6 +3052,49 @@ def test_a_response_left_incomplete_before_output_is_an_unspent_stop() -> None:
         {**response, "status": "completed"},
     ):
         assert detect_unspent_stop(orjson.dumps(other)) is None, other
+
+
+def test_a_response_the_window_stopped_with_reasoning_alone_is_read() -> None:
+    # foveance over gpt-oss (vLLM's default budget is what the window leaves): 128 tokens
+    # of reasoning, no text; the response says its request set no max_output_tokens
+    response: dict[str, Any] = {
+        "object": "response",
+        "status": "incomplete",
+        "incomplete_details": {"reason": "max_output_tokens"},
+        "max_output_tokens": None,
+        "output": [{"type": "reasoning", "summary": [], "content": [{"text": "I need"}]}],
+        "usage": {"input_tokens": 130944, "output_tokens": 128, "total_tokens": 131072},
+    }
+    body = orjson.dumps(response)
+    assert detect_overflow(200, body, wire_format="openai-responses") == Overflow(None, None)
+    assert detect_unspent_stop(body) == Overflow(None, None)
+    # LiteLLM over Claude's window stop: an empty message, 13 output tokens counted
+    empty = [{"type": "message", "content": [{"type": "output_text", "text": ""}]}]
+    litellm = {**response, "output": empty, "usage": {"input_tokens": 199987, "output_tokens": 13}}
+    assert detect_overflow(200, orjson.dumps(litellm), wire_format="openai-responses") is not None
+    # a request that set a cap, or one the body does not show: the relay's to know
+    # (alcf-proxy: 8 tokens counted after a 32760-token prompt, no cap sent)
+    capped = {**response, "max_output_tokens": 1024}
+    unknown = {k: v for k, v in response.items() if k != "max_output_tokens"}
+    for said in (capped, unknown):
+        assert detect_overflow(200, orjson.dumps(said), wire_format="openai-responses") is None
+    streamed = _sse({"type": "response.completed", "response": unknown})
+    assert detect_unspent_stop(streamed) == Overflow(None, None)
+    # text written, or output not far below the prompt (a server's default cap of a few
+    # hundred tokens spent reasoning: codex-relay's 16 after 1,210), or no usage to tell
+    text = [{"type": "message", "content": [{"type": "output_text", "text": "The node"}]}]
+    for other in (
+        {**response, "output": text},
+        {**response, "output_text": "The node"},
+        {**response, "output": [{"type": "function_call", "name": "grep", "arguments": "{}"}]},
+        {**response, "usage": {"input_tokens": 1210, "output_tokens": 16}},
+        {**response, "usage": {"input_tokens": 130944, "output_tokens": 600}},
+        {**response, "usage": None},
+        {**response, "incomplete_details": {"reason": "content_filter"}},
+    ):
+        other_body = orjson.dumps(other)
+        assert detect_overflow(200, other_body, wire_format="openai-responses") is None, other
+        assert detect_unspent_stop(other_body) is None, other
 
 
 def test_a_prompt_tokens_key_in_a_message_names_the_prompt() -> None:
@@ -4033,6 +4126,9 @@ def test_counts_of_new_wordings(message: str, expected: Overflow) -> None:
         # runNburn, no prompt count stated
         "This model's maximum context length is 32768 tokens, but the request allows 32768 "
         "completion tokens",
+        # gmlx, max generation tokens equal to the window (its sum read alone would not say)
+        "prompt is too long: 32799 tokens > 32768 maximum. The request needs 31 prompt +"
+        " 32768 max generation tokens, which exceeds the context window (max_kv_size).",
     ],
 )
 def test_an_itemised_completion_alone_over_the_window_is_unfixable(message: str) -> None:
@@ -4703,7 +4799,7 @@ def test_heldout_figures(capsys: pytest.CaptureFixture[str]) -> None:
 _CHARACTERS: Final = "a cap in characters, which look-alikes share"
 _NOT_TRIMMED: Final = "an API whose requests are not chats trimgate trims"
 # read by the relay for a Responses request with no max_output_tokens
-_INCOMPLETE: Final = "a response left incomplete for max_output_tokens, nothing produced"
+_INCOMPLETE: Final = "a response left incomplete for max_output_tokens, no text produced"
 _LEFT_MISSES: Final = {
     "hb12-clova-40003-textlong": '"Text too long" alone: a suspect, recovered by a probe',
     "hb13-gigachat-413-payload-too-large-context": "a 413 with no words: a suspect, probed",
@@ -4914,7 +5010,6 @@ _LEFT_MISSES: Final = {
     "hb603-mlx-omnia-prompt-fills-window-stream-length": "a stream finished length, no usage",
     "hb604-infinilm-static-cache-empty-length-sse": "a stream finished length, no usage",
     "hb606-rkllm-api-server-stream-runtime-overflow-length": "a stream finished length, no usage",
-    "hb606-rkllm-api-server-nonstream-runtime-overflow-length": "an empty answer, 1 token",
     "hb610-infinilm-static-cache-prompt-over-max-cache-len-stream-length": "as hb604's",
     # a text-to-PPL model behind SageMaker's InvokeEndpoint: "Input token limit exceeded.
     # The model only supports schemas with less than 1000-1500 fields"
@@ -4941,11 +5036,8 @@ _LEFT_MISSES: Final = {
     "hb643-textgen-completions-ctx-overflow-empty-length": "legacy completions, 0 output counted",
     "hb643-textgen-completions-stream-ctx-overflow": "legacy completions, 0 output counted",
     "hb643-textgen-completions-stream-usage-ctx-overflow": "legacy completions, 0 output counted",
-    # Ollama's empty answers when the prompt filled its default window, counting 1 output
-    # token (the counts illustrative; one in its native /api/chat shape)
-    "hb654-ollama-v1-stream-empty-length-window-full": "an empty answer, 1 token",
-    "hb654-ollama-v1-nonstream-empty-length-window-full": "an empty answer, 1 token",
-    "hb654-ollama-anthropic-messages-empty-max-tokens-window-full": "an empty answer, 1 token",
+    # Ollama's empty answer when the prompt filled its default window, counting 1 output
+    # token, in its native /api/chat shape
     "hb654-ollama-native-api-chat-empty-length-window-full": "an empty answer, 1 token",
     "hb660-reachd-input-too-large-chars": _CHARACTERS,
     # NeMo Gym answers a vLLM overflow with an empty reply and no usage in every format
@@ -4995,9 +5087,6 @@ _LEFT_MISSES: Final = {
     "hb690-llamabox-v0061-kv-size-period-please-500": "a KV pool's 500",
     # go-llm-proxy translates Claude's window stop into "length" with content null
     "hb692-gollmproxy-anthropic-window-stop-empty": "an empty answer, content null",
-    "hb694-ollama-openai-stream-empty-length-prompt-filled-window": (
-        "a stream finished length, no usage"
-    ),
     # oMLX's streamed memory guard: "Prefill context too large for available memory
     # (... kv_len=N): predicted peak would exceed prefill safety cap 77.8GB ..."
     "hb701-omlx-stream-prefill-memory-guard-kvlen": "a memory ceiling in GB",
@@ -5005,9 +5094,9 @@ _LEFT_MISSES: Final = {
     "hb703-lattice-cannot-trim-enough": "the system messages alone, kept by a trim",
     "hb703-spyre-no-warmup-shape": "as hb105",
     # LiteLLM's Responses over Claude's window stop: incomplete for max_output_tokens with
-    # nothing shown, but 13 output tokens counted (a stand-in's usage)
-    "hb709-litellm-anthropic-stream-window-stop": "an incomplete response counting output",
-    "hb709-litellm-anthropic-window-stop-json": "an incomplete response counting output",
+    # nothing shown, 13 output tokens counted (a stand-in's usage); whole, the response
+    # says the request set no max_output_tokens, streamed it does not
+    "hb709-litellm-anthropic-stream-window-stop": _INCOMPLETE,
     # freewhirr's 402 "FreeModelsExhausted", every attempt over its model's window
     "hb715-freewhirr-free-exhausted-ctx-chat": "a 402, its attempts each an overflow",
     "hb715-freewhirr-free-exhausted-ctx-messages": "a 402, its attempts each an overflow",
@@ -5059,10 +5148,10 @@ _LEFT_MISSES: Final = {
     "hb745-vdm2-msg-context-window-stop-double-data": "a stream framed twice",
     # alcf-proxy and deepseek2responses leave an uncapped response incomplete for
     # max_output_tokens with nothing shown but 8 output tokens counted
-    "hb747-alcf-incomplete-window-nonstream": "an incomplete response counting output",
-    "hb747-alcf-incomplete-window-stream": "an incomplete response counting output",
-    "hb747-d2r-incomplete-window-nonstream": "an incomplete response counting output",
-    "hb747-d2r-incomplete-window-stream": "an incomplete response counting output",
+    "hb747-alcf-incomplete-window-nonstream": _INCOMPLETE,
+    "hb747-alcf-incomplete-window-stream": _INCOMPLETE,
+    "hb747-d2r-incomplete-window-nonstream": _INCOMPLETE,
+    "hb747-d2r-incomplete-window-stream": _INCOMPLETE,
     # pythinker-ai's answer "Error: {'message': ...}" in nanobot's shape, whose look-alikes
     # (hb605: the server keeps the session) are labelled the other way
     "hb752-pt-ds-ctx-200-answer": "a reply that is the error, nanobot's shape",

@@ -976,17 +976,23 @@ WINDOW_STOP = {
 }
 
 
-def _incomplete(output: list[dict[str, Any]], produced: int = 0) -> dict[str, Any]:
+def _incomplete(
+    output: list[dict[str, Any]], produced: int = 0, prompt: int = 199990
+) -> dict[str, Any]:
     """A Responses object left incomplete for max_output_tokens, as LiteLLM answers a
     Claude window stop before any output."""
+    usage = {"input_tokens": prompt, "output_tokens": produced, "total_tokens": prompt + produced}
     return {
         "id": "resp_1",
         "object": "response",
         "status": "incomplete",
         "incomplete_details": {"reason": "max_output_tokens"},
         "output": output,
-        "usage": {"input_tokens": 199990, "output_tokens": produced, "total_tokens": 199990},
+        "usage": usage,
     }
+
+
+_REASONING: dict[str, Any] = {"type": "reasoning", "id": "rs_1", "summary": []}
 
 
 _EMPTY_MESSAGE: dict[str, Any] = {
@@ -1016,12 +1022,22 @@ def _incomplete_reply(stream: bool, response: dict[str, Any]) -> Reply:
 
 
 @pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize(
+    "response",
+    [
+        _incomplete([_EMPTY_MESSAGE]),
+        # the window's last tokens spent on reasoning (foveance over vLLM's gpt-oss)
+        _incomplete([_REASONING], 128, prompt=130944),
+    ],
+    ids=["empty", "reasoned"],
+)
 async def test_an_unlimited_response_left_incomplete_before_output_is_retried(
-    make_stack: MakeStack, stream: bool
+    make_stack: MakeStack, stream: bool, response: dict[str, Any]
 ) -> None:
     # a Responses request with no max_output_tokens: only the window leaves its answer
-    # incomplete for max_output_tokens with nothing produced, so the retry sends fewer turns
-    first = _incomplete_reply(stream, _incomplete([_EMPTY_MESSAGE]))
+    # incomplete for max_output_tokens with no text and the prompt nearly all of it, so
+    # the retry sends fewer turns
+    first = _incomplete_reply(stream, response)
     fake = FakeProvider().then(first, json_reply(responses_cached_ok(900, 0)))
     stack = await make_stack(fake)
     body = {**responses_input(8, model="gpt-4o"), "stream": stream}
@@ -1036,9 +1052,10 @@ async def test_an_unlimited_response_left_incomplete_before_output_is_retried(
     ("limit", "response"),
     [
         ({"max_output_tokens": 64}, _incomplete([_EMPTY_MESSAGE])),
-        # hidden reasoning spent the limit: a reasoning item, or output tokens counted
-        ({}, _incomplete([{"type": "reasoning", "id": "rs_1", "summary": []}], 300)),
-        ({}, _incomplete([], 300)),
+        # hidden reasoning spent a server's default cap after a short prompt: a reasoning
+        # item, or output tokens counted
+        ({}, _incomplete([_REASONING], 300, prompt=4000)),
+        ({}, _incomplete([], 300, prompt=4000)),
     ],
     ids=["limited", "reasoning", "counted"],
 )

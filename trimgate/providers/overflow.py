@@ -75,6 +75,7 @@ from trimgate.providers.overflow_read import (
     prompt_only_usage,
     reply_overflow,
     reply_text,
+    window_filled,
 )
 from trimgate.providers.overflow_wordings import (
     _DELTA_OUTPUT_KEYS,
@@ -898,11 +899,14 @@ def detect_unspent_stop(data: bytes) -> Overflow | None:
 def _unspent_response(doc: Any) -> bool:
     """Whether a Responses object, or the one a ``response.*`` event holds
     (``response.incomplete``; ds4codex sends it as ``response.completed``), was left
-    incomplete for ``max_output_tokens`` with nothing produced."""
+    incomplete for ``max_output_tokens`` with nothing produced, or with no text and a
+    usage that is nearly all prompt (``window_filled``: alcf-proxy's 8 tokens spent)."""
     kind = doc.get("type") if isinstance(doc, dict) else None
     if isinstance(kind, str) and kind.startswith("response."):
         doc = doc.get("response")
-    return isinstance(doc, dict) and incomplete_unspent(doc, "max_output_tokens")
+    return isinstance(doc, dict) and (
+        incomplete_unspent(doc, "max_output_tokens") or window_filled(doc)
+    )
 
 
 def _unspent_choice(doc: Any) -> dict[str, Any] | None:

@@ -676,7 +676,10 @@ def _unspent_max_tokens(doc: dict[str, Any]) -> bool:
 
 
 def _no_content(content: Any) -> bool:
-    """Whether an Anthropic message's content holds nothing: no block but empty text."""
+    """Whether an Anthropic message's content holds nothing: no block but empty text (or
+    null, as Ollama's Messages route writes it)."""
+    if content is None:
+        return True
     if not isinstance(content, list) or len(content) > _MAX_ITEMS:
         return False
     return all(
@@ -691,6 +694,8 @@ def _window_stopped_response(doc: dict[str, Any]) -> bool:
     rosetta-llm writes it, with that reason as its status."""
     if doc.get("status") == WINDOW_STOP:
         return _produced_nothing(doc)
+    if "max_output_tokens" in doc and doc["max_output_tokens"] is None:
+        return window_filled(doc)  # (the request set no output limit: the window stopped it)
     return incomplete_unspent(doc, WINDOW_STOP)
 
 
@@ -701,6 +706,38 @@ def incomplete_unspent(doc: dict[str, Any], reason: str) -> bool:
     if doc.get("status") != "incomplete" or not isinstance(details, dict):
         return False
     return details.get("reason") == reason and _produced_nothing(doc)
+
+
+def window_filled(doc: dict[str, Any]) -> bool:
+    """Whether a Responses object was left "incomplete" for ``max_output_tokens`` with no
+    text written (reasoning at most) and a usage whose prompt is nearly all of it: output
+    at most 1/256 of the input. For a request that set no output limit this is the
+    window's stop (vLLM's default budget is what the window leaves: LiteLLM's answer over
+    Claude, foveance's over gpt-oss spending the last 128 tokens on reasoning), not a
+    server's default cap of a few hundred tokens spent on reasoning after a short prompt."""
+    details = doc.get("incomplete_details")
+    if doc.get("status") != "incomplete" or not isinstance(details, dict):
+        return False
+    if details.get("reason") != "max_output_tokens" or doc.get("output_text"):
+        return False
+    output = doc.get("output")
+    if not isinstance(output, list) or len(output) > _MAX_ITEMS:
+        return False
+    if not all(empty_message_item(item) or _reasoning_item(item) for item in output):
+        return False
+    usage = doc.get("usage")
+    if not isinstance(usage, dict):
+        return False
+    prompt, spent, total = (usage.get(k) for k in ("input_tokens", "output_tokens", "total_tokens"))
+    if type(prompt) is not int or type(spent) is not int:
+        return False
+    if type(total) is int:  # (a total may count hidden reasoning the output count leaves out)
+        spent = max(spent, total - prompt)
+    return 0 <= spent * 256 <= prompt
+
+
+def _reasoning_item(item: Any) -> bool:
+    return isinstance(item, dict) and item.get("type") == "reasoning"
 
 
 def _produced_nothing(doc: dict[str, Any]) -> bool:
@@ -778,11 +815,17 @@ def prompt_only_usage(usage: Any) -> bool:
     """A usage that counts a prompt, no output token, nothing beyond the prompt (a total
     above it: reasoning counted apart, as gateways over Gemini write when thinking spent a
     small max_tokens; a total below it is a server's slip, LlamaEdge 0.11's 0) and no
-    cached prompt (a cache's replay)."""
+    cached prompt (a cache's replay). Or one output token, nothing beyond it, after a
+    prompt of at least 256: Ollama's floor when the prompt fills its window (32767 of
+    32768, nothing written), no request's one-token probe."""
     if not isinstance(usage, dict):
         return False
-    prompt = usage.get("prompt_tokens")
-    if type(prompt) is not int or prompt <= 0 or not _is_zero(usage.get("completion_tokens")):
+    prompt, output = usage.get("prompt_tokens"), usage.get("completion_tokens")
+    if type(prompt) is not int or prompt <= 0:
+        return False
+    if type(output) is int and output == 1 and prompt >= _FLOOR_PROMPT:
+        prompt += 1  # (the total may count it)
+    elif not _is_zero(output):
         return False
     total = usage.get("total_tokens", prompt)
     if type(total) is not int or total > prompt:
@@ -790,6 +833,9 @@ def prompt_only_usage(usage: Any) -> bool:
     details = [usage.get("completion_tokens_details"), usage.get("prompt_tokens_details")]
     output_details, prompt_details = (d if isinstance(d, dict) else {} for d in details)
     return not any(output_details.values()) and not prompt_details.get("cached_tokens")
+
+
+_FLOOR_PROMPT: Final = 256
 
 
 def _sole_choice(doc: dict[str, Any], finish_reason: str) -> dict[str, Any] | None:
@@ -1272,7 +1318,11 @@ def _named_status(text: str) -> re.Match[str] | None:
     answers an overflow with 429 "rate_limit_exceeded" where they hold "limit", 404
     "model_not_found" where they hold "model"; VaalaCat's ai-gateway types every error in
     a stream it opened "rate_limit_error")."""
-    return _SDK_EXCEPTION_RE.match(text) or _RELAYED_STATUS_RE.match(text)
+    return (
+        _SDK_EXCEPTION_RE.match(text)
+        or _RELAYED_STATUS_RE.match(text)
+        or _FAILED_OVER_RE.match(text)
+    )
 
 
 def _sdk_exception(text: str) -> re.Match[str] | None:
@@ -1435,6 +1485,14 @@ _SDK_EXCEPTION_RE: Final = re.compile(
 _RELAYED_STATUS_RE: Final = re.compile(
     r"\s*+(?:upstream|backend|provider)(?: (?:returned|responded with|answered|error))?"
     r"(?: http| status| code)? ([45]\d\d)(?::| -) ?[{\[]",
+    re.IGNORECASE | re.ASCII,
+)
+# ... and after a failover's preface, naming the one upstream tried: coderouter's "profile=
+# 'claude-code': all providers failed: [cloud-sonnet status=400] 400 from upstream: b'{...}'"
+# (typed "overloaded_error" in its stream, whatever the upstream said)
+_FAILED_OVER_RE: Final = re.compile(
+    r"[^\n{:]{0,80}?(?::\s*)?\b(?:all|every)\b[^.:;\n{]{0,60}?\bfailed: \[[^\]\n]{1,80}\]"
+    r" ([45]\d\d) from (?:upstream|backend|provider): b?'?[{\[]",
     re.IGNORECASE | re.ASCII,
 )
 # ... and the prefix a relay writes before it, if any ("**ERROR**: ...", "Exception:")

@@ -290,6 +290,13 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
     # LiteLLM / OpenAI-compatible proxies
     _p(r"requested token count exceeds the model'?s maximum context length of (?P<max>{N}) tokens"),
     _p(r"maximum context length (?:has been|was) exceeded"),
+    # gmlx's budget, the sum first and then its parts: "prompt is too long: T tokens > L
+    # maximum. The request needs P prompt + C max generation tokens, which exceeds the
+    # context window (max_kv_size)."
+    _p(
+        r"prompt is too long: {N} tokens > (?P<max>{N}) maximum\. the request needs"
+        r" (?P<real>{N}) prompt \+ (?P<comp>{N}) max generation tokens\b"
+    ),
     # Anthropic (also through Bedrock, Vertex, OpenRouter, LiteLLM)
     # (a Tinker proxy's: "... > M context window")
     _p(
