@@ -5194,6 +5194,14 @@ _LEFT_MISSES: Final = {
     # flexrouter's bucket: 503 provider_unavailable, the overflow only in an attempt's log
     "hb790-flexrouter-bucket-oai-ctx": "a 503",
     "hb790-flexrouter-bucket-vllm-ctx": "a 503",
+    # zeta-mlx's "GenerationError(reason='Token limit exceeded: T > L')": a sum of the
+    # prompt and max_tokens that its twin, max_tokens filling the window, states alike; the
+    # engine's class names generation, which reads as an output's limit
+    "hb796-zeta-ovf-default-maxtok": "a sum with max_tokens, as its look-alike twin",
+    "hb796-zeta-ovf-long": "a sum with max_tokens, as its look-alike twin",
+    # foveance relays gpt-oss's reasoning events, then the window's incomplete stop: the
+    # reasoning has gone to the client before the stop arrives
+    "hb802-foveance-stream-incomplete-window": "a window stop after reasoning streamed",
 }
 
 
@@ -5721,8 +5729,8 @@ def test_the_generic_readers_alone_read_no_look_alike(monkeypatch: pytest.Monkey
     # after batch 647, 5,234 of 5,687 (92.0%) after batch 673, 5,379 of 5,843 (92.1%)
     # after batch 685, 5,445 of 5,922 (91.9%) after batch 691, 5,479 of 5,962 (91.9%)
     # after batch 694, 6,038 of 6,574 (91.8%) after batch 739, 6,184 of 6,730 (91.9%)
-    # after batch 755 and 6,451 of 7,026 (91.8%) after batch 794, whose collectors went
-    # after servers' own wordings and packages' own envelopes (release by
-    # release, server by server), which only a listing reads: the floor guards the generic
-    # readers against narrowing, not the data's mix against drifting
+    # after batch 755, 6,451 of 7,026 (91.8%) after batch 794 and 6,575 of 7,154 (91.9%)
+    # after batch 809, whose collectors went after servers' own wordings and packages' own
+    # envelopes (release by release, server by server), which only a listing reads: the
+    # floor guards the generic readers against narrowing, not the data's mix against drifting
     assert len(read[True]) >= 0.91 * overflows
