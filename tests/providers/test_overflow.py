@@ -2443,6 +2443,31 @@ def test_a_gateways_upstream_status_stands_for_the_type_it_wrote() -> None:
         event = {"type": "error", "error": error}
         block = b"event: error\ndata: " + orjson.dumps(event) + b"\n\n"
         assert detect_stream_overflow(block, wire_format="anthropic") == read, status
+    # neuralbrok's 503 names the last upstream's status; llmcycle writes its failover's
+    # error as a stream's whole reply, finished beside it
+    lmstudio = {"error": "Trying to keep the first 6391 tokens when context the overflows."}
+    last = "All providers failed. Tried: lmstudio. Last: [lmstudio] LM Studio HTTP N: "
+    openai = json.dumps({"error": {"message": _OPENAI_SAID, "type": "invalid_request_error"}})
+    cycled = "\n\n[LLMCycle Proxy Error]: All 3 providers failed. Last error: [standa] Bad"
+    cycled += " request (N): " + openai
+    for status, named in (("400", True), ("404", False), ("429", False)):
+        message = last.replace("N", status) + json.dumps(lmstudio)
+        wrapped = orjson.dumps(
+            {"type": "error", "error": {"type": "overloaded_error", "message": message}}
+        )
+        got = detect_overflow(503, wrapped, wire_format="anthropic")
+        assert (got is not None) is named, status
+        delta = {"content": cycled.replace("N", status)}
+        chunk = {"choices": [{"index": 0, "delta": delta, "finish_reason": "stop"}]}
+        got = detect_stream_overflow(_sse(chunk), wire_format="openai")
+        assert (got is not None) is named, status
+    # (a reply that goes on after the body, or a chunk not finished beside it, is a reply)
+    for delta, finish in (
+        ({"content": cycled.replace("N", "400") + " Retry?"}, "stop"),
+        ({"content": cycled.replace("N", "400")}, None),
+    ):
+        chunk = {"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+        assert detect_stream_overflow(_sse(chunk), wire_format="openai") is None
 
 
 def test_a_responses_item_added_is_output_unless_an_empty_message() -> None:
@@ -5176,8 +5201,6 @@ _LEFT_MISSES: Final = {
     "hb770-aisdk-claude-ctx": _NOT_TRIMMED + " (a UI stream protocol)",
     "hb770-tanstack-ctx": _NOT_TRIMMED + " (AG-UI's RUN_ERROR)",
     "hb770-tanstack-resp-ctx": _NOT_TRIMMED + " (AG-UI's RUN_ERROR)",
-    # neuralbrok: every provider failed, as a 503 overloaded_error
-    "hb776-nb-lmstudio-msgs-ctx": "a 503",
     # Messages stops at max_tokens before any output whose usage counts no prompt
     "hb776-ur-llamacpp-msgs-lenstop-stream": "a stop, 0 output counted",
     # CopilotKit's runtime speaks AG-UI to the browser

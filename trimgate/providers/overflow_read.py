@@ -1281,8 +1281,10 @@ def _relayed_exception(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
     no output, a chunk that carries its finish reason); Open WebUI's pipelines and
     antigravity2api and VCPToolBox with a provider's status and body ("Error: 400 - {...}",
     "错误: API请求失败 (400): {...}", "[UPSTREAM_ERROR] 上游API返回状态码 400，错误信息:
-    {...}", the whole reply), and the bridges over Claude Code with its "API Error: 400
-    {...}";
+    {...}", the whole reply), the bridges over Claude Code with its "API Error: 400
+    {...}", and llmcycle with its failover's, a stream's one chunk that carries its finish
+    reason ("[LLMCycle Proxy Error]: All 3 providers failed. Last error: [x] Bad request
+    (400): {...}", ``_failover_reply``);
     LocalAI's legacy completions stream ends in a reply that is its backend's gRPC error
     ("Internal error: rpc error: code = Internal desc = ..."). A model's reply does not
     start so: read as an error's message, with the status it names (the SDK's exception
@@ -1299,6 +1301,7 @@ def _relayed_exception(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
         or _GOOGLE_SDK_ERROR_RE.match(text)
         or (_OLLAMA_SDK_ERROR_RE.match(text) if _sent_whole(doc, choice) else None)
         or (_JS_SDK_ERROR_RE.match(text) if _finished_chunk(choice) else None)
+        or (_failover_reply(text) if _finished_chunk(choice) else None)
     )
     status = match.group(1) if match is not None else None
     if status is None and _no_output_counted(doc, choice):
@@ -1335,6 +1338,19 @@ def _sdk_exception(text: str) -> re.Match[str] | None:
         return None
     prefix = text[: match.start(1) - len("error code: ")]
     if prefix.strip() and _ERROR_PREFIX_RE.match(prefix) is None:
+        return None
+    end = _bracketed_end(text, match.end() - 1)
+    return match if end >= 0 and not text[end:].strip() else None
+
+
+def _failover_reply(text: str) -> re.Match[str] | None:
+    """A failover's error as the whole reply (``_FAILED_OVER_RE``), after nothing or a
+    bracketed tag that names an error ("[LLMCycle Proxy Error]: "), its body closing the
+    reply."""
+    tag = _ERROR_TAG_RE.match(text)
+    start = tag.end() if tag is not None else len(text) - len(text.lstrip())
+    match = _FAILED_OVER_RE.match(text, start)
+    if match is None:
         return None
     end = _bracketed_end(text, match.end() - 1)
     return match if end >= 0 and not text[end:].strip() else None
@@ -1487,14 +1503,21 @@ _RELAYED_STATUS_RE: Final = re.compile(
     r"(?: http| status| code)? ([45]\d\d)(?::| -) ?[{\[]",
     re.IGNORECASE | re.ASCII,
 )
-# ... and after a failover's preface, naming the one upstream tried: coderouter's "profile=
-# 'claude-code': all providers failed: [cloud-sonnet status=400] 400 from upstream: b'{...}'"
-# (typed "overloaded_error" in its stream, whatever the upstream said)
+# ... and after a failover's preface, naming the first (or last) upstream tried and its
+# status: coderouter's "profile='claude-code': all providers failed: [cloud-sonnet
+# status=400] 400 from upstream: b'{...}'" (typed "overloaded_error" in its stream, whatever
+# the upstream said), neuralbrok's 503 "All providers failed. Tried: lmstudio. Last:
+# [lmstudio] LM Studio HTTP 400: {...}", llmcycle's "All 3 providers failed. Last error:
+# [standa] Bad request (400): {...}"
 _FAILED_OVER_RE: Final = re.compile(
-    r"[^\n{:]{0,80}?(?::\s*)?\b(?:all|every)\b[^.:;\n{]{0,60}?\bfailed: \[[^\]\n]{1,80}\]"
-    r" ([45]\d\d) from (?:upstream|backend|provider): b?'?[{\[]",
+    r"[^\n{:]{0,80}?(?::\s*)?\b(?:all|every)\b[^.:;\n{]{0,60}?\bfailed[.:;]\s*"
+    r"(?:tried: [^.\n]{0,80}\.\s*)?(?:last(?: error)?: )?\[[^\]\n]{1,80}\] [^\n{]{0,40}?\b"
+    r"([45]\d\d)\)?(?: from (?:upstream|backend|provider))?: b?'?[{\[]",
     re.IGNORECASE | re.ASCII,
 )
+# ... and the tag a relay puts before it where it is the whole reply ("[LLMCycle Proxy
+# Error]: ")
+_ERROR_TAG_RE: Final = re.compile(r"\s*\[[^\]\n]{0,40}\berror\]:?\s*", re.IGNORECASE | re.ASCII)
 # ... and the prefix a relay writes before it, if any ("**ERROR**: ...", "Exception:")
 _ERROR_PREFIX_RE: Final = re.compile(r"[\s*\[]*(?:error|exception)", re.IGNORECASE)
 
