@@ -2181,6 +2181,27 @@ def test_a_status_and_its_body_as_the_whole_reply_is_read() -> None:
     ):
         other = {"choices": [{"message": {"content": text}, "finish_reason": "stop"}]}
         assert detect_overflow(200, orjson.dumps(other), wire_format="openai") is None, text
+    # (its DeepSeek pipeline wraps an exception that says so again: "Error: Error: 400 - ")
+    twice = {"choices": [{"index": 0, "message": {"content": "Error: " + said}}]}
+    assert detect_overflow(200, orjson.dumps(twice), wire_format="openai") is not None
+    # its Bedrock pipeline answers with botocore's ClientError, where no model wrote it
+    boto = (
+        "Error: An error occurred (ValidationException) when calling the Converse operation:"
+        " Input is too long for requested model."
+    )
+    bedrock = {"choices": [{"index": 0, "message": {"content": boto}, "finish_reason": "stop"}]}
+    assert detect_overflow(200, orjson.dumps(bedrock), wire_format="openai") is not None
+    throttled = boto.replace("ValidationException", "ThrottlingException").replace(
+        "Input is too long for requested model.", "Too many tokens, please wait."
+    )
+    written: dict[str, Any] = {"prompt_tokens": 9, "completion_tokens": 30}
+    for text, spent in ((throttled, None), (boto, written)):
+        answer: dict[str, Any] = {
+            "choices": [{"message": {"content": text}, "finish_reason": "stop"}]
+        }
+        if spent is not None:
+            answer["usage"] = spent
+        assert detect_overflow(200, orjson.dumps(answer), wire_format="openai") is None, text
     # antigravity2api's "错误: API请求失败 (400): <body>" (error: API request failed), whole or
     # one chunk, the body as Google pretty-prints it
     google = {
@@ -2461,6 +2482,20 @@ def test_a_gateways_upstream_status_stands_for_the_type_it_wrote() -> None:
         chunk = {"choices": [{"index": 0, "delta": delta, "finish_reason": "stop"}]}
         got = detect_stream_overflow(_sse(chunk), wire_format="openai")
         assert (got is not None) is named, status
+    # proxytool's "upstream error (HTTP 400): {...}", a stream's one finished chunk
+    llamacpp = {
+        "error": {
+            "code": 400,
+            "message": "the request exceeds the available context size, try increasing it",
+            "type": "exceed_context_size_error",
+            "n_prompt_tokens": 40123,
+            "n_ctx": 32768,
+        }
+    }
+    delta = {"content": "upstream error (HTTP 400): " + json.dumps(llamacpp)}
+    chunk = {"choices": [{"index": 0, "delta": delta, "finish_reason": "stop"}]}
+    got = detect_stream_overflow(_sse(chunk), wire_format="openai")
+    assert got == Overflow(40123, 32768)
     # (a reply that goes on after the body, or a chunk not finished beside it, is a reply)
     for delta, finish in (
         ({"content": cycled.replace("N", "400") + " Retry?"}, "stop"),

@@ -1282,14 +1282,18 @@ def _relayed_exception(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
     antigravity2api and VCPToolBox with a provider's status and body ("Error: 400 - {...}",
     "错误: API请求失败 (400): {...}", "[UPSTREAM_ERROR] 上游API返回状态码 400，错误信息:
     {...}", the whole reply), the bridges over Claude Code with its "API Error: 400
-    {...}", and llmcycle with its failover's, a stream's one chunk that carries its finish
-    reason ("[LLMCycle Proxy Error]: All 3 providers failed. Last error: [x] Bad request
-    (400): {...}", ``_failover_reply``);
+    {...}", and gateways with the upstream's status and body, a stream's one chunk that
+    carries its finish reason (llmcycle's failover, "[LLMCycle Proxy Error]: All 3
+    providers failed. Last error: [x] Bad request (400): {...}", proxytool's "upstream
+    error (HTTP 400): {...}": ``_relayed_reply``);
     LocalAI's legacy completions stream ends in a reply that is its backend's gRPC error
-    ("Internal error: rpc error: code = Internal desc = ..."). A model's reply does not
-    start so: read as an error's message, with the status it names (the SDK's exception
-    only after nothing or a prefix that starts with an error, and where its body ends the
-    reply: a reply that introduces it, or goes on after it, explains it)."""
+    ("Internal error: rpc error: code = Internal desc = ..."), and Open WebUI's Bedrock
+    pipeline answers with botocore's ClientError, where no model wrote it ("Error: An
+    error occurred (ValidationException) when calling the Converse operation: ...").
+    A model's reply does not start so: read as an error's message, with the status it
+    names (the SDK's exception only after nothing or a prefix that starts with an error,
+    and where its body ends the reply: a reply that introduces it, or goes on after it,
+    explains it)."""
     choice = _first_choice(doc)
     if choice is None:
         return False
@@ -1301,14 +1305,16 @@ def _relayed_exception(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
         or _GOOGLE_SDK_ERROR_RE.match(text)
         or (_OLLAMA_SDK_ERROR_RE.match(text) if _sent_whole(doc, choice) else None)
         or (_JS_SDK_ERROR_RE.match(text) if _finished_chunk(choice) else None)
-        or (_failover_reply(text) if _finished_chunk(choice) else None)
+        or (_relayed_reply(text) if _finished_chunk(choice) else None)
     )
     status = match.group(1) if match is not None else None
     if status is None and _no_output_counted(doc, choice):
         status = _status_and_body(text)
     if status is not None:
         facts.statuses.append(int(status))
-    elif _GRPC_ERROR_RE.match(text) is None:
+    elif _GRPC_ERROR_RE.match(text) is None and not (
+        _BOTO_ERROR_RE.match(text) and _sent_whole(doc, choice)
+    ):
         return False
     _add_text(text, facts, depth)
     return True
@@ -1343,13 +1349,14 @@ def _sdk_exception(text: str) -> re.Match[str] | None:
     return match if end >= 0 and not text[end:].strip() else None
 
 
-def _failover_reply(text: str) -> re.Match[str] | None:
-    """A failover's error as the whole reply (``_FAILED_OVER_RE``), after nothing or a
+def _relayed_reply(text: str) -> re.Match[str] | None:
+    """A gateway's error with the upstream's status and body as the whole reply (a
+    failover's, ``_FAILED_OVER_RE``, or ``_RELAYED_STATUS_RE``'s), after nothing or a
     bracketed tag that names an error ("[LLMCycle Proxy Error]: "), its body closing the
     reply."""
     tag = _ERROR_TAG_RE.match(text)
     start = tag.end() if tag is not None else len(text) - len(text.lstrip())
-    match = _FAILED_OVER_RE.match(text, start)
+    match = _FAILED_OVER_RE.match(text, start) or _RELAYED_STATUS_RE.match(text, start)
     if match is None:
         return None
     end = _bracketed_end(text, match.end() - 1)
@@ -1393,9 +1400,10 @@ def _no_output_counted(doc: dict[str, Any], choice: dict[str, Any] | None) -> bo
 def _status_and_body(text: str) -> str | None:
     """The status of a reply that is wholly "Error: 400 - <the upstream's error body in
     JSON>", as Open WebUI's pipelines write a provider's refusal (``f"Error: {status} -
-    {body}"``), "错误: API请求失败 (400): <body>", as antigravity2api does,
-    "[UPSTREAM_ERROR] 上游API返回状态码 400，错误信息: <body>", as VCPToolBox does, or
-    "API Error: 400 <body>", as Claude Code prints it (claude-max-proxy-py relays it)."""
+    {body}"``, or "Error: Error: 400 - ..." around an exception that says so),
+    "错误: API请求失败 (400): <body>", as antigravity2api does, "[UPSTREAM_ERROR]
+    上游API返回状态码 400，错误信息: <body>", as VCPToolBox does, or "API Error: 400
+    <body>", as Claude Code prints it (claude-max-proxy-py relays it)."""
     match = _STATUS_AND_BODY_RE.match(text)
     if match is None:
         return None
@@ -1497,10 +1505,11 @@ _SDK_EXCEPTION_RE: Final = re.compile(
     r"\s*+[^\n{`'\"]{0,60}?\berror code: ([45]\d\d) - [{\[]", re.IGNORECASE | re.ASCII
 )
 # ... and a gateway's words for an upstream's status and body, the whole start of a message
-# ("upstream returned 400: {...}", "backend 400: [...]", "provider error 400 - {...}")
+# ("upstream returned 400: {...}", "backend 400: [...]", "provider error 400 - {...}",
+# proxytool's "upstream error (HTTP 400): {...}")
 _RELAYED_STATUS_RE: Final = re.compile(
     r"\s*+(?:upstream|backend|provider)(?: (?:returned|responded with|answered|error))?"
-    r"(?: http| status| code)? ([45]\d\d)(?::| -) ?[{\[]",
+    r"(?: \(?(?:http|status|code))? \(?([45]\d\d)\)?(?::| -) ?[{\[]",
     re.IGNORECASE | re.ASCII,
 )
 # ... and after a failover's preface, naming the first (or last) upstream tried and its
@@ -1541,8 +1550,15 @@ _JS_SDK_ERROR_RE: Final = re.compile(r"\s*Error: ([45]\d\d) (?=\S)")
 # status 400, error message:), or Claude Code's "API Error: 400 {", as the bridges that run
 # it relay its result
 _STATUS_AND_BODY_RE: Final = re.compile(
-    r"\s*+(?:Error: ([45]\d\d) -|错误: API请求失败 \(([45]\d\d)\):"
+    r"\s*+(?:(?:Error: )?Error: ([45]\d\d) -|错误: API请求失败 \(([45]\d\d)\):"
     r"|\[UPSTREAM_ERROR\] 上游API返回状态码 ([45]\d\d)，错误信息:|API Error: ([45]\d\d)) (?=\{)"
+)
+# botocore's ClientError as a string, the whole start of a reply ("Error: " before it, as
+# Open WebUI's Bedrock pipeline writes it): "An error occurred (ValidationException) when
+# calling the Converse operation: <the service's message>"
+_BOTO_ERROR_RE: Final = re.compile(
+    r"\s*(?:Error: )?An error occurred \(\w{1,60}\) when calling the \w{1,60} operation"
+    r"(?: \(reached max retries: \d{1,3}\))?: "
 )
 # a Go gRPC status as a string, the whole start of a reply ("Internal error: " before it)
 _GRPC_ERROR_RE: Final = re.compile(
