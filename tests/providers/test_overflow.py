@@ -1550,6 +1550,13 @@ def test_a_stream_of_bare_text_is_read_as_an_error_body() -> None:
     assert bare(error + error) == Overflow(9000, 8192, whole=True)
     assert bare(error + error.replace(b"9000", b"9001")) is None
     assert bare(b": PROCESSING\n\ndata: " + error) is None
+    # the stream's terminator after the error, on its own line or glued to it (openguard)
+    assert bare(error + b"data: [DONE]") == Overflow(9000, 8192, whole=True)
+    assert bare(error + b"\n\ndata: [DONE]\n\n") == Overflow(9000, 8192, whole=True)
+    assert bare(b"data: [DONE]\n\n") is None
+    assert bare(b"data: [DONE]\n\n" + error) is None
+    limited = b'{"error":{"message":"Rate limit reached for tokens per min"}}data: [DONE]'
+    assert bare(limited) is None
 
 
 def test_a_reply_in_an_overflows_words_leaves_the_next_events_to_decide() -> None:
@@ -1943,6 +1950,18 @@ def test_a_hedged_wording_is_a_suspect_a_probe_settles() -> None:
     # a hedge holds for its own words only
     both = body.replace(b"Invalid request format.", b"The prompt is too long.")
     assert detect_overflow(400, both, wire_format="anthropic") is not None
+
+
+def test_a_bare_body_is_the_upstreams_where_the_error_says_so() -> None:
+    # llm-security-gates' 502: {"error": "upstream", "status": 400, "body": "<its answer>"}
+    upstream = {"error": {"message": _OPENAI_SAID, "type": "invalid_request_error"}}
+    relayed = {"error": "upstream", "status": 400, "body": json.dumps(upstream)}
+    read = detect_overflow(502, orjson.dumps(relayed), wire_format="openai")
+    assert read == Overflow(130512, 128000, whole=True)
+    # a body beside any other error may be the request a client sent: never read
+    for error in ("invalid request", "validation failed"):
+        other = {**relayed, "error": error}
+        assert detect_overflow(400, orjson.dumps(other), wire_format="openai") is None, error
 
 
 def test_an_upstreams_error_body_a_relay_keeps_as_its_response_is_read() -> None:

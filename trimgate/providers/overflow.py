@@ -827,6 +827,8 @@ BARE_STREAM_LIMIT: Final = 4096
 # a field line of an SSE stream (data, event, id, retry), and a comment line
 _SSE_LINE_RE: Final = re.compile(rb"(?m)^[ \t]*(?:" + b"|".join(_SSE_STANDARD) + rb")[ \t]*:")
 _COMMENT_LINE_RE: Final = re.compile(rb"(?m)^[ \t]*:[^\r\n]*(?:\r\n|\r|\n|$)")
+# the terminator after an error written raw, on its own line or glued to it (openguard)
+_DONE_TAIL_RE: Final = re.compile(rb"data:[ \t]*\[DONE\][ \t\r\n]*\Z")
 _BOM: Final = "\ufeff".encode()
 # a key that makes a JSON line an error: "error", "error_msg", "errorMessage", "err"...
 _BARE_ERROR_KEY_RE: Final = re.compile(rb'"err(?:or)?[\w-]*"\s*:', re.IGNORECASE)
@@ -840,7 +842,8 @@ def detect_bare_stream_overflow(
     """The overflow of a 200 event stream that ended holding no SSE line at all, only
     text: an error some servers write raw into the stream they opened (xllm's "Prompt is
     too long", FastDeploy's push-mode JSON lines), after comments only (CLIProxyAPI 1.0's
-    keep-alive ": CLI-PROXY-API PROCESSING" lines, then its error JSON). ``data`` is the
+    keep-alive ": CLI-PROXY-API PROCESSING" lines, then its error JSON), before a last
+    "data: [DONE]" (openguard glues it to its error). ``data`` is the
     whole stream; less its comments, at most ``BARE_STREAM_LIMIT`` bytes of it are read as
     an error body with no status of its own (``detect_overflow`` at 400), so only an
     overflow's wording counts. JSON in it counts only with an error key or typed as an
@@ -851,7 +854,7 @@ def detect_bare_stream_overflow(
     if data.startswith(_BOM):
         data = data[len(_BOM) :]
     if b":" in data:
-        data = _COMMENT_LINE_RE.sub(b"", data)
+        data = _DONE_TAIL_RE.sub(b"", _COMMENT_LINE_RE.sub(b"", data))
     if not data.strip() or len(data) > BARE_STREAM_LIMIT or _SSE_LINE_RE.search(data):
         return None
     if data.lstrip()[:1] in (b"{", b"[") and not _json_error(data):

@@ -220,10 +220,28 @@ def _walk_error(node: Any, facts: _Facts, depth: int) -> None:
         value = node.get(key)
         if isinstance(value, (dict, list)):
             _walk_error(value, facts, depth + 1)
-    for key, value in islice(node.items(), _MAX_KEYS):  # an upstream's answer it holds (below)
-        if key in _NEST_KEYS or _UPSTREAM_KEY_RE.fullmatch(key) is None:
+    _walk_upstream_answers(node, facts, depth)
+    response = node.get("response")  # Responses API: response.failed carries response.error
+    if isinstance(response, dict) and isinstance(response.get("error"), dict):
+        _walk_error(response["error"], facts, depth + 1)
+    elif isinstance(response, dict) and _error_body(response):
+        # an upstream's error body a relay keeps whole (Lemonade's cloud backend: {"error":
+        # {"message": "cloud (fastchat) request failed", "details": {"response": {"object":
+        # "error", "message": ...}}}}), as vLLM and FastChat or FastAPI servers send it
+        _walk_error(response, facts, depth + 1)
+
+
+def _walk_upstream_answers(node: dict[str, Any], facts: _Facts, depth: int) -> None:
+    """An upstream's answer an error object holds under a key that names it (or under a
+    bare ``body`` where the error says it is the upstream's: llm-security-gates' {"error":
+    "upstream", "status": 400, "body": "<the upstream's answer>"}), whole or as its JSON
+    text."""
+    upstream = isinstance(node.get("error"), str) and _UPSTREAM_NAME_RE.match(node["error"])
+    for key, value in islice(node.items(), _MAX_KEYS):
+        bare = key == "body" and bool(upstream)
+        if key in _NEST_KEYS or (not bare and _UPSTREAM_KEY_RE.fullmatch(key) is None):
             continue
-        if isinstance(value, str) and key not in _TEXT_KEYS and not _may_echo(key):
+        if isinstance(value, str) and key not in _TEXT_KEYS and (bare or not _may_echo(key)):
             if _named_status(value) is not None:
                 # the openai SDK's exception as a relay kept it (Sunbird AI's 502:
                 # {"details": [{"original_error": "Error code: 400 - {...}"}]})
@@ -234,14 +252,6 @@ def _walk_error(node: Any, facts: _Facts, depth: int) -> None:
             any(inner in value for inner in _VALUE_ERROR_KEYS) or _typed_error(value)
         ):  # (earcon's {"upstream_body": "{\"object\": \"error\", ...}"}: vLLM's own)
             _walk_error(value, facts, depth + 1)
-    response = node.get("response")  # Responses API: response.failed carries response.error
-    if isinstance(response, dict) and isinstance(response.get("error"), dict):
-        _walk_error(response["error"], facts, depth + 1)
-    elif isinstance(response, dict) and _error_body(response):
-        # an upstream's error body a relay keeps whole (Lemonade's cloud backend: {"error":
-        # {"message": "cloud (fastchat) request failed", "details": {"response": {"object":
-        # "error", "message": ...}}}}), as vLLM and FastChat or FastAPI servers send it
-        _walk_error(response, facts, depth + 1)
 
 
 def _error_body(doc: dict[str, Any]) -> bool:
