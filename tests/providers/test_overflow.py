@@ -3159,6 +3159,11 @@ def test_a_response_the_window_stopped_with_reasoning_alone_is_read() -> None:
         assert detect_overflow(200, orjson.dumps(said), wire_format="openai-responses") is None
     streamed = _sse({"type": "response.completed", "response": unknown})
     assert detect_unspent_stop(streamed) == Overflow(None, None)
+    # (Claude's window stop as api2api translates it reads whatever the request set)
+    translated = {**response, "incomplete_details": {"reason": "model_context_window_exceeded"}}
+    translated.update(output=[], usage={"input_tokens": 199990, "output_tokens": 0})
+    read = detect_overflow(200, orjson.dumps(translated), wire_format="openai-responses")
+    assert read == Overflow(None, None)
     # text written, or output not far below the prompt (a server's default cap of a few
     # hundred tokens spent reasoning: codex-relay's 16 after 1,210), or no usage to tell
     text = [{"type": "message", "content": [{"type": "output_text", "text": "The node"}]}]

@@ -704,8 +704,8 @@ def _window_stopped_response(doc: dict[str, Any]) -> bool:
     rosetta-llm writes it, with that reason as its status."""
     if doc.get("status") == WINDOW_STOP:
         return _produced_nothing(doc)
-    if "max_output_tokens" in doc and doc["max_output_tokens"] is None:
-        return window_filled(doc)  # (the request set no output limit: the window stopped it)
+    if "max_output_tokens" in doc and doc["max_output_tokens"] is None and window_filled(doc):
+        return True  # (the request set no output limit: the window stopped it)
     return incomplete_unspent(doc, WINDOW_STOP)
 
 
