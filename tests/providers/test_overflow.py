@@ -1958,6 +1958,11 @@ def test_a_bare_body_is_the_upstreams_where_the_error_says_so() -> None:
     relayed = {"error": "upstream", "status": 400, "body": json.dumps(upstream)}
     read = detect_overflow(502, orjson.dumps(relayed), wire_format="openai")
     assert read == Overflow(130512, 128000, whole=True)
+    # ... or the backend's (lumynax-marama-route: "backend_http_error", beside its catalog)
+    backend = {"ok": False, "error": "backend_http_error", "status": 400}
+    backend["body"] = json.dumps(upstream)
+    read = detect_overflow(400, orjson.dumps(backend), wire_format="openai")
+    assert read == Overflow(130512, 128000, whole=True)
     # a body beside any other error may be the request a client sent: never read
     for error in ("invalid request", "validation failed"):
         other = {**relayed, "error": error}
@@ -2419,6 +2424,46 @@ def test_a_bracketed_error_as_the_whole_reply_is_read_where_no_model_wrote_it() 
         assert detect_overflow(200, orjson.dumps(other), wire_format="openai") is None, reply
 
 
+def test_claude_codes_refusal_as_the_whole_reply_is_read_where_no_model_wrote_it() -> None:
+    # bridges that run Claude Code relay its "Prompt is too long" as the reply: a whole
+    # answer that counts no prompt (or carries no usage), as a chat completion, a Messages
+    # answer or a Gemini candidate; a chunk with its finish reason; or a chat stream's first
+    # text, finished by the next chunk with nothing more written
+    said = "Prompt is too long"
+    usage = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+    chat = {"choices": [{"index": 0, "message": {"role": "assistant", "content": said}}]}
+    chat["choices"][0]["finish_reason"] = "stop"
+    message: dict[str, Any] = {"type": "message", "content": [{"type": "text", "text": said}]}
+    message |= {"stop_reason": "end_turn", "usage": {"input_tokens": 0, "output_tokens": 0}}
+    candidate = {"content": {"role": "model", "parts": [{"text": said}]}, "finishReason": "OTHER"}
+    gemini = {"candidates": [candidate], "usageMetadata": {"promptTokenCount": 0}}
+    for whole in ({**chat, "usage": usage}, chat, message, gemini):
+        read = detect_overflow(200, orjson.dumps(whole), wire_format="openai")
+        assert read == Overflow(None, None), whole
+    role = {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}
+    said_chunk = {"choices": [{"index": 0, "delta": {"content": said}}]}
+    finish = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+    one = {"choices": [{"index": 0, "delta": {"content": said}, "finish_reason": "stop"}]}
+    for stream in (_sse(role, said_chunk, finish), _sse(one)):
+        assert detect_stream_overflow(stream, wire_format="openai") == Overflow(None, None)
+    assert overflow.stream_event_output(_sse(said_chunk)) == overflow.CLI_REFUSAL
+    held = overflow.stream_event_output(_sse(finish), held=overflow.CLI_REFUSAL)
+    assert held == overflow.UNSPENT
+    # a model's answer in those words: a usage that counts the prompt, more text after it,
+    # the words among others, or another sentence
+    counted = {**chat, "usage": {"prompt_tokens": 900, "completion_tokens": 5}}
+    assert detect_overflow(200, orjson.dumps(counted), wire_format="openai") is None
+    more = {"choices": [{"index": 0, "delta": {"content": " for this model."}}]}
+    answered = _sse(role, said_chunk, more, finish)
+    assert detect_stream_overflow(answered, wire_format="openai") is None
+    for reply in ("The error said: Prompt is too long", "prompt is too long", "Prompt is too"):
+        other = {**chat, "usage": usage}
+        other["choices"] = [{"index": 0, "message": {"content": reply}, "finish_reason": "stop"}]
+        assert detect_overflow(200, orjson.dumps(other), wire_format="openai") is None, reply
+    two = {**gemini, "candidates": [candidate, candidate]}
+    assert detect_overflow(200, orjson.dumps(two), wire_format="gemini") is None
+
+
 def test_an_upstreams_error_in_a_list_of_one_ends_a_framed_reply() -> None:
     # polyclaude writes "[polyclaude error] backend 400: " and the first 400 characters of
     # the upstream's body as the reply; Google's OpenAI-compatible endpoints send their
@@ -2574,6 +2619,9 @@ def test_a_messages_stop_at_max_tokens_counting_the_prompt_alone_is_read() -> No
         {"input_tokens": 41210, "output_tokens": 0, "cache_read_input_tokens": 40000},
         {"input_tokens": 0, "output_tokens": 0},
         {"output_tokens": 0},
+        # a prompt smaller than any window: a bridge over a thinking model that hid the
+        # thinking a small max_tokens spent (Api-Conversion over Gemini)
+        {"input_tokens": 14, "output_tokens": 0},
     ):
         body = orjson.dumps({**whole, "usage": counts})
         assert detect_overflow(200, body, wire_format="anthropic") is None, counts
@@ -4658,6 +4706,39 @@ def test_a_limit_below_zero_is_unfixable() -> None:
     assert overflow.detect_unfixable(400, alone)
 
 
+def test_a_servers_setting_over_the_window_is_unfixable() -> None:
+    # rapid-mlx refuses every request alike when its --context-length exceeds the model's
+    # window, with the overflow's code: no trim helps
+    said = (
+        "--context-length 262144 exceeds this model's declared 131072-token context window."
+        " Restart the server without --context-length, or pass a value of 131072 tokens or less."
+    )
+    error = {"message": said, "type": "invalid_request_error", "code": "context_length_exceeded"}
+    body = orjson.dumps({"error": error})
+    assert detect_overflow(400, body, wire_format="openai") is None
+    assert overflow.detect_unfixable(400, body)
+    # a prompt over the window it names stays one ("--" as a dash, not a flag)
+    prompt = _error_body(
+        "This model's maximum context length is 32768 tokens. However, your prompt contains"
+        " 33120 tokens, leaving no room for generation."
+    )
+    assert detect_overflow(400, prompt, wire_format="openai") == Overflow(33120, 32768, whole=True)
+    dash = _error_body("Prompt -- 9000 tokens -- exceeds the context window of 8192 tokens.")
+    assert detect_overflow(400, dash, wire_format="openai") == Overflow(9000, 8192)
+
+
+def test_a_raw_bedrock_answer_stopped_at_the_window_is_read() -> None:
+    # a router that relays Bedrock's Converse answer raw on a Messages route
+    usage = {"inputTokens": 199903, "outputTokens": 0, "totalTokens": 199903}
+    converse = {"output": {"message": {"content": [], "role": "assistant"}}, "usage": usage}
+    converse["stopReason"] = "model_context_window_exceeded"
+    read = detect_overflow(200, orjson.dumps(converse), wire_format="anthropic")
+    assert read == Overflow(None, None)
+    said = {"content": [{"text": "Partial answer"}], "role": "assistant"}
+    truncated = {**converse, "output": {"message": said}}
+    assert detect_overflow(200, orjson.dumps(truncated), wire_format="anthropic") is None
+
+
 def test_a_limit_of_zero_is_never_an_overflow() -> None:
     # no prompt fits a window of 0: dropping turns would throw context away for nothing
     body = orjson.dumps(
@@ -5197,11 +5278,8 @@ _LEFT_MISSES: Final = {
     "hb717-codex-router-anthropic-window-stop-incomplete-json": "incomplete, no reason",
     "hb717-rosetta-llm-stream-incomplete-no-output-rkllm": "incomplete, no reason",
     "hb717-rosetta-llm-anthropic-stream-window-stop-incomplete": "incomplete, no reason",
-    # bridges over Claude Code: its "Prompt is too long" as the whole reply, a model's words;
-    # its "API Error: 400 {...}" in a chunk whose finish comes in the next one
-    "hb719-cli2api-ptl-stream": "a reply in a model's words",
-    "hb719-cmappy-ptl-200": "a reply in a model's words",
-    "hb719-ccrelay-ptl-stream": "a reply in a model's words",
+    # a bridge over Claude Code: its "API Error: 400 {...}" split over two chunks, its finish
+    # in a third
     "hb719-cli2api-api400-stream": "a frame without its finish reason",
     # coderouter's 502 joining every provider's error: a TPM 429 beside the overflow
     "hb721-coderouter-oai-502-tpm-then-ctx": "an aggregate beside a rate limit",
@@ -5247,7 +5325,6 @@ _LEFT_MISSES: Final = {
     # coder2api returns the Claude Code CLI's output as the reply, its usage counting the
     # text ("Prompt is too long"; "API Error: 400 {...}" with output tokens counted)
     "hb756-c2a-cc-ptl": "a reply in a model's words",
-    "hb756-c2a-cc-ptl-stream": "a reply in a model's words",
     "hb756-c2a-cc-ctxlimit": "a reply that is the error, output counted",
     # opencode-cursor-auth: Cursor's "Your conversation is too long" as a 401, or the reply
     "hb757-cursorauth-401-conversation-too-long": "a 401",

@@ -649,6 +649,34 @@ async def test_a_gateways_anthropic_reply_that_is_its_error_is_retried(
     assert len(fake.requests[1].body) < len(fake.requests[0].body)
 
 
+CLI_REFUSAL = "Prompt is too long"
+
+
+async def test_claude_codes_refusal_relayed_as_the_reply_is_retried(make_stack: MakeStack) -> None:
+    # bridges over Claude Code stream its "Prompt is too long" as the reply's one text,
+    # then a chunk that finishes it: the server's error, resent trimmed
+    finish = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+    frames = [*sse_data(ROLE, text(CLI_REFUSAL), finish), b"data: [DONE]\n\n"]
+    await _retried_stream(make_stack, frames)
+
+
+async def test_a_model_answering_in_claude_codes_words_is_the_answer(make_stack: MakeStack) -> None:
+    # the same words with more after them, or a whole answer that counted the prompt: a
+    # model's, relayed once
+    finish = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+    frames = [*sse_data(ROLE, text(CLI_REFUSAL), text(" here."), finish), b"data: [DONE]\n\n"]
+    whole = openai_ok(10)
+    whole["choices"][0]["message"]["content"] = CLI_REFUSAL
+    fake = FakeProvider().then(Reply(events=frames, event_delay=0.001), json_reply(whole))
+    stack = await make_stack(fake)
+    chat = openai_chat(8, model="gpt-4o", stream=True)
+    resp = await stack.client.post("/v1/chat/completions", json=chat)
+    assert await resp.read() == b"".join(frames)
+    resp = await stack.client.post("/v1/chat/completions", json={**chat, "stream": False})
+    assert (await resp.json())["choices"][0]["message"]["content"] == CLI_REFUSAL
+    assert len(fake.requests) == 2 and resp.headers["x-trimgate-retries"] == "0"
+
+
 async def test_a_model_answer_in_brackets_streamed_is_the_answer(make_stack: MakeStack) -> None:
     # a model that answers "[Error: <an overflow's words>]" token by token: no chunk holds
     # the bracketed whole, so the client gets the stream, sent once

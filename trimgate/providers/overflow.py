@@ -67,6 +67,7 @@ from trimgate.providers.overflow_read import (
     _unfixable,
     _walk_document,
     bracketed_error,
+    cli_refusal,
     counts_unspent,
     empty_message_item,
     empty_text_part,
@@ -195,6 +196,7 @@ _REPLY_ERROR_MARKS: Final = (
     b'"[Error: ',  # a gateway's error as the whole reply (codex-pool)
     b'"Error: ',  # ... or a server's, one line (Apple-Intelligence-API, afm-server)
     b'"API Error: ',  # ... or Claude Code's, "API Error: 400 {...}", relayed by its bridges
+    b'"Prompt is too long',  # ... or its refusal as the whole reply (``cli_refusal``)
     b"**Context window exceeded**",  # ... or its notice (maclocal-api)
     b"[Sorry, The input message is too long!]",  # ... or Kuwa GenAI OS's refusal
     b"**Request Rejected: Token Limit Exceeded**",  # ... or RobAI's research proxy's
@@ -466,13 +468,17 @@ WORDED: Final = "worded"  # up to 512 characters: an error stop, or no output fo
 # same trade as LMDeploy's shape above
 WORDED_COUNTED: Final = "worded-counted"
 WORDED_LONG: Final = "worded-long"  # 513 to 1,024 characters: an error stop only
+# Claude Code's "Prompt is too long", the whole text of a chat stream's first reply (its
+# bridges relay the CLI's refusal so): the chunk that finishes it with nothing more
+# written closes it as the server's error
+CLI_REFUSAL: Final = "cli-refusal"
 # wholly "[Error: ...]", or ending in an upstream's error body in JSON ("Error from upstream:
 # 400 - {...}"), a gateway's frame: any count of no output
 FRAMED: Final = "framed"
 # ... and, held the same way though no reply, llama-swap's model-loading status
 # (``_loading_status``): its chunks hold on until the model's server answers
 LOADING: Final = "loading"
-HELD_REPLIES: Final = frozenset({WORDED, WORDED_COUNTED, WORDED_LONG, FRAMED, LOADING})
+HELD_REPLIES: Final = frozenset({WORDED, WORDED_COUNTED, WORDED_LONG, CLI_REFUSAL, FRAMED, LOADING})
 # an Anthropic message_start that counted the prompt (input_tokens above 0), no reply held
 # yet: kept as held is, so that a reply in an overflow's words after it is WORDED_COUNTED
 COUNTED: Final = "counted"
@@ -503,6 +509,8 @@ def _doc_output(doc: Any, held: str) -> tuple[str, Overflow | None]:
             return NO_OUTPUT, None
         if kind == "message_delta" and _closes_held(held, doc):
             return UNSPENT, None
+        if held == CLI_REFUSAL and _finishes_empty(doc):
+            return UNSPENT, None
     elif isinstance(doc, dict) and _closes_unspent(doc):
         return NO_OUTPUT, None
     status = _loading_status(doc)
@@ -519,9 +527,30 @@ def _doc_output(doc: Any, held: str) -> tuple[str, Overflow | None]:
         return OUTPUT, None
     if bracketed_error(text) is not None or _ends_in_error_body(text):
         return FRAMED, found  # (a frame: "[Error: ...]", or an upstream's error body last)
+    if cli_refusal(text) and _first_choice_delta(doc):
+        return CLI_REFUSAL, found
     if len(text) > WORDED_REPLY_LIMIT:
         return WORDED_LONG, found
     return (WORDED_COUNTED if held == COUNTED else WORDED), found
+
+
+def _first_choice_delta(doc: dict[str, Any]) -> bool:
+    """Whether a parsed event is a chat chunk (its first choice a ``delta``)."""
+    choices = doc.get("choices")
+    choice = choices[0] if isinstance(choices, list) and choices else None
+    return isinstance(choice, dict) and isinstance(choice.get("delta"), dict)
+
+
+def _finishes_empty(doc: dict[str, Any]) -> bool:
+    """Whether a chat chunk finishes its reply writing nothing more: a finish reason, its
+    delta empty (but a role)."""
+    if not _first_choice_delta(doc):
+        return False
+    choice = doc["choices"][0]
+    if choice.get("finish_reason") in (None, ""):
+        return False
+    delta = choice["delta"]
+    return not any(delta.get(key) not in (None, "", [], {}) for key in _DELTA_OUTPUT_KEYS)
 
 
 def _start_counts_prompt(doc: Any) -> bool:

@@ -76,6 +76,7 @@ from trimgate.providers.overflow_wordings import (
     _REMEDY_NOUNS_RE,
     _REMEDY_SENTENCE_RE,
     _SENTENCE_END_RE,
+    _SETTING_OVER_WINDOW_RE,
     _SIZE_COUNT_RE,
     _STATUS_COUNT_RE,
     _STATUS_KEYS,
@@ -234,8 +235,8 @@ def _walk_error(node: Any, facts: _Facts, depth: int) -> None:
 def _walk_upstream_answers(node: dict[str, Any], facts: _Facts, depth: int) -> None:
     """An upstream's answer an error object holds under a key that names it (or under a
     bare ``body`` where the error says it is the upstream's: llm-security-gates' {"error":
-    "upstream", "status": 400, "body": "<the upstream's answer>"}), whole or as its JSON
-    text."""
+    "upstream", "status": 400, "body": "<the upstream's answer>"}, lumynax-marama-route's
+    {"ok": false, "error": "backend_http_error", "body": ...}), whole or as its JSON text."""
     upstream = isinstance(node.get("error"), str) and _UPSTREAM_NAME_RE.match(node["error"])
     for key, value in islice(node.items(), _MAX_KEYS):
         bare = key == "body" and bool(upstream)
@@ -295,7 +296,8 @@ def _node_codes(node: dict[str, Any], facts: _Facts, depth: int, *, said: bool) 
 # one that may echo the request (a validation error's "input", "body", "payload"... may hold
 # a client's own {"error": ...}). The first ``_MAX_KEYS`` keys are looked at.
 _UPSTREAM_KEY_RE: Final = re.compile(
-    r"value|data|cause|(?:upstream|provider|original|inner)\w*|\w*error\w*", re.IGNORECASE
+    r"value|data|cause|(?:upstream|provider|original|inner|backend)\w*|\w*error\w*",
+    re.IGNORECASE,
 )
 _VALUE_ERROR_KEYS: Final = ("error", "error_message", "error_type")
 _MAX_KEYS: Final = 32
@@ -305,7 +307,7 @@ _MAX_KEYS: Final = 32
 # value or parameters too; any other ("errorData", "error_payload") unless it names data,
 # a payload, content, a message or a bare body as well.
 _ECHO_WORDS_RE: Final = re.compile(r"value|input|request|param|arg|prompt", re.IGNORECASE)
-_UPSTREAM_NAME_RE: Final = re.compile(r"upstream|provider|original|inner", re.IGNORECASE)
+_UPSTREAM_NAME_RE: Final = re.compile(r"upstream|provider|original|inner|backend", re.IGNORECASE)
 _ECHO_OTHER_RE: Final = re.compile(r"data|payload|content|message|msg|^body$", re.IGNORECASE)
 
 
@@ -637,12 +639,17 @@ WINDOW_STOP: Final = "model_context_window_exceeded"
 def _window_stop(doc: dict[str, Any]) -> bool:
     """An answer that stopped at the context window before any output (Z.ai's way of
     reporting an overflow, also Claude's when the prompt leaves no room): an Anthropic
-    message with that ``stop_reason`` and no content, the stream's ``message_delta``
+    message with that ``stop_reason`` and no content (or a Bedrock Converse answer with
+    that ``stopReason``, as a router relays it raw), the stream's ``message_delta``
     saying so (the relay asks only before the first output), or an OpenAI-format choice
     finished so with nothing in it. With output it is a truncated answer, not an
     overflow."""
     if doc.get("stop_reason") == WINDOW_STOP:
         return _no_content(doc.get("content"))
+    if doc.get("stopReason") == WINDOW_STOP:  # Bedrock's Converse answer, relayed raw
+        said = doc.get("output")
+        message = said.get("message") if isinstance(said, dict) else None
+        return isinstance(message, dict) and _no_content(message.get("content"))
     if doc.get("type") == "message_delta":
         delta = doc.get("delta")
         return isinstance(delta, dict) and delta.get("stop_reason") == WINDOW_STOP
@@ -679,10 +686,21 @@ def _unspent_max_tokens(doc: dict[str, Any]) -> bool:
     if kind == "message_delta":
         delta = doc.get("delta")
         stopped = isinstance(delta, dict) and delta.get("stop_reason") == "max_tokens"
-        return stopped and _prompt_alone(doc.get("usage"))
+        return stopped and _window_sized_prompt(doc.get("usage"))
     if kind != "message" or doc.get("stop_reason") != "max_tokens":
         return False
-    return _no_content(doc.get("content")) and _prompt_alone(doc.get("usage"))
+    return _no_content(doc.get("content")) and _window_sized_prompt(doc.get("usage"))
+
+
+def _window_sized_prompt(usage: Any) -> bool:
+    """A Messages usage that counts the prompt alone (``_prompt_alone``), a prompt of at
+    least ``_FLOOR_PROMPT`` tokens: no window is smaller, and a bridge over a thinking model
+    that hid its thinking counts a short prompt's stop at a small max_tokens so
+    (Api-Conversion over Gemini: 14 input tokens, 0 output, max_tokens 64)."""
+    if not _prompt_alone(usage):
+        return False
+    prompt = usage.get("input_tokens", usage.get("prompt_tokens"))
+    return type(prompt) is int and prompt >= _FLOOR_PROMPT
 
 
 def _no_content(content: Any) -> bool:
@@ -893,7 +911,68 @@ def _error_as_reply(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
         or _error_line_reply(doc, facts, depth)
         or _uncounted_reply(doc, facts, depth)
         or _unwritten_error_line(doc, facts, depth)
+        or _cli_refusal_reply(doc, facts, depth)
     )
+
+
+def _cli_refusal_reply(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
+    """Claude Code's own refusal relayed as the whole reply: bridges that run the CLI
+    (and serve its answer as a chat completion, a Messages answer or a Gemini candidate)
+    write its "Prompt is too long" as the answer's text. Read where no model answered: a
+    whole answer whose usage counts no prompt token (or that carries none), or a chunk
+    that carries its finish reason beside the whole text. (A stream that sends the text
+    and its finish reason apart is held: ``CLI_REFUSAL``.)"""
+    choice = _first_choice(doc)
+    if choice is not None and isinstance(choice.get("delta"), dict):
+        text = _reply_text(choice) if _finished_chunk(choice) else None
+    else:
+        text, usage = _sole_answer(doc)
+        if not _counts_no_prompt(usage):
+            return False
+    if not isinstance(text, str) or not cli_refusal(text):
+        return False
+    _add_text(text, facts, depth)
+    return True
+
+
+def cli_refusal(text: str) -> bool:
+    """Whether a reply's whole text is Claude Code's "Prompt is too long"."""
+    return _CLI_REFUSAL_RE.fullmatch(text) is not None
+
+
+_CLI_REFUSAL_RE: Final = re.compile(r"\s*Prompt is too long\.?\s*")
+
+
+def _sole_answer(doc: dict[str, Any]) -> tuple[Any, Any]:
+    """A whole answer's one reply text (``_sole_text``, or a Gemini answer's one candidate's
+    one text part, finished) and its usage; (None, None) for any other answer."""
+    text, finish = _sole_text(doc)
+    if finish is not None:
+        return text, doc.get("usage")
+    candidates = doc.get("candidates")
+    if not isinstance(candidates, list) or len(candidates) != 1:
+        return None, None
+    candidate = candidates[0]
+    if not isinstance(candidate, dict) or not candidate.get("finishReason"):
+        return None, None
+    content = candidate.get("content")
+    parts = content.get("parts") if isinstance(content, dict) else None
+    if not isinstance(parts, list) or len(parts) != 1 or not isinstance(parts[0], dict):
+        return None, None
+    return parts[0].get("text"), doc.get("usageMetadata")
+
+
+def _counts_no_prompt(usage: Any) -> bool:
+    """Whether an answer's usage counts no prompt token, or it carries none: no model
+    answered a prompt it never read."""
+    if usage is None:
+        return True
+    if not isinstance(usage, dict):
+        return False
+    for key in ("prompt_tokens", "input_tokens", "promptTokenCount"):
+        if key in usage:
+            return _is_zero(usage[key])
+    return False
 
 
 def _bracketed_error(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
@@ -1896,8 +1975,15 @@ def _itemised(text: str) -> Overflow | None:
     return Overflow(prompt, window - reserved)
 
 
-def _negative_limit(text: str) -> bool:
-    return "-" in text and _NEGATIVE_LIMIT_RE.search(text) is not None
+def _no_prompt_fits(text: str) -> bool:
+    """A limit no prompt fits: an input limit stated below zero, or a server's own setting
+    stated over the model's window (``_SETTING_OVER_WINDOW_RE``)."""
+    if "-" not in text:
+        return False
+    return (
+        _NEGATIVE_LIMIT_RE.search(text) is not None
+        or _SETTING_OVER_WINDOW_RE.search(text) is not None
+    )
 
 
 def _from_count_fields(counts: dict[str, int]) -> Overflow | None:
@@ -1926,9 +2012,9 @@ def fields_fill_window(status: int, facts: _Facts) -> bool:
 
 def _unfixable(text: str) -> bool:
     """A message stating an overflow whose output reservation alone fills the window, or
-    an input limit below zero (the window less the reservation: MLC LLM's "larger than
-    the model input length limit -80")."""
-    if _negative_limit(text):
+    a limit no prompt fits (``_no_prompt_fits``: MLC LLM's "larger than the model input
+    length limit -80", the window less the reservation)."""
+    if _no_prompt_fits(text):
         return True
     read = _read_message(text)
     return read is _NOT_FIXABLE or (read is None and _itemised(text) is _NOT_FIXABLE)
@@ -2008,8 +2094,8 @@ def _decide(http_status: int, facts: _Facts, patterns: Patterns = ()) -> Overflo
         return None
     if any(map(_never_stated, facts.texts)):
         return None
-    if any(map(_negative_limit, facts.texts)):
-        return None  # no prompt fits a limit below zero
+    if any(map(_no_prompt_fits, facts.texts)):
+        return None  # no prompt fits a limit below zero, or a server's setting over the window
     found: Overflow | None = None
     for text in facts.texts:
         result = _read_message(text)

@@ -476,9 +476,17 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
     # output tokens."; before tokenising, a prompt stated in characters over the most that L
     # tokens can hold ("your prompt contains C characters (more than M characters, which is
     # the upper bound for L input tokens)")
+    # (rapid-mlx: "... However, your prompt contains P tokens, leaving no room for
+    # generation."; its operator's cap, no whole window: "This server's maximum admitted
+    # prompt length is L tokens. However, your prompt contains P tokens.")
     _p(
         r"maximum context length is (?P<max>{N}) tokens?[.,]? however,? your prompt contains"
-        r" (?:at least )?(?P<real>{N}) input tokens, which exceeds this limit(?P<whole>)"
+        r" (?:at least )?(?P<real>{N}) (?:input )?tokens,"
+        r" (?:which exceeds this limit|leaving no room for generation)(?P<whole>)"
+    ),
+    _p(
+        r"maximum admitted prompt length is (?P<max>{N}) tokens?[.,]? however,? your prompt"
+        r" contains (?P<real>{N}) tokens\b"
     ),
     _p(
         r"maximum context length is (?P<max>{N}) tokens?[.,]? however,? your prompt contains"
@@ -1501,6 +1509,14 @@ _NEGATIVE_LIMIT_RE: Final = _p(
     # tokens", the window less a max_tokens larger than it (-1 too: a stated window, not a
     # setting)
     r"|\bmaximum context length is -[1-9]\d*\b"
+)
+
+# A server's own setting stated over the model's window, which every request fails alike
+# whatever its length (rapid-mlx: "--context-length 262144 exceeds this model's declared
+# 131072-token context window. Restart the server without --context-length, ..."): a
+# command-line flag and its value, then the excess.
+_SETTING_OVER_WINDOW_RE: Final = _p(
+    r"(?<![\w-])--[a-z][\w-]*[= ]\d[\d,]*\s+(?:exceeds|is (?:larger|greater|more) than)\b"
 )
 
 # A count in a recognised wording that states exactly two (``_two_counts``), unless the
