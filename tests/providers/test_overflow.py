@@ -2415,9 +2415,17 @@ def test_a_bracketed_error_as_the_whole_reply_is_read_where_no_model_wrote_it() 
     assert detect_stream_overflow(answered, wire_format="anthropic") is None
     spent = {**whole, "usage": {"prompt_tokens": 10, "completion_tokens": 25}}
     assert detect_overflow(200, orjson.dumps(spent), wire_format="openai") is None
+    # ... and a chunk whole without its finish reason, closed by the next with nothing more
+    # written (local-ai-runtime's "\n[Error: API stream 400: {...}]"): the server's; more
+    # text after it makes it a model's
     unfinished = {"choices": [{"index": 0, "delta": {"content": said}, "finish_reason": None}]}
     finish = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
-    assert detect_stream_overflow(_sse(unfinished, finish), wire_format="openai") is None
+    read = detect_stream_overflow(_sse(unfinished, finish), wire_format="openai")
+    assert read == Overflow(None, None)
+    broken = {"choices": [{"index": 0, "delta": {"content": "\n" + said}}]}
+    assert detect_stream_overflow(_sse(broken, finish), wire_format="openai") == read
+    more = {"choices": [{"index": 0, "delta": {"content": " Retry later."}}]}
+    assert detect_stream_overflow(_sse(unfinished, more, finish), wire_format="openai") is None
     # words around the brackets, a bracket left open, or another error inside them
     for reply in ("Output: " + said, said[:-1], "[Error: rate limit reached, retry in 20s]"):
         other = {"choices": [{"message": {"content": reply}, "finish_reason": "stop"}]}
@@ -4702,6 +4710,41 @@ def test_a_limit_below_zero_is_unfixable() -> None:
     fixable = _error_body(esurge.format(4096))
     assert detect_overflow(400, fixable, wire_format="openai") == Overflow(6736, 3840)
     alone = _error_body(esurge.format(200000))
+    assert detect_overflow(400, alone, wire_format="openai") is None
+    assert overflow.detect_unfixable(400, alone)
+
+
+def test_an_error_body_written_raw_after_a_preface_is_read() -> None:
+    # llm-to-anthropic writes "event: error" and "data: <provider> API returned status 400:
+    # {", the upstream's pretty-printed body on the lines below, unprefixed
+    upstream = {"error": {"message": _OPENAI_SAID, "code": "context_length_exceeded"}}
+    pretty = json.dumps(upstream, indent=4).encode()
+    block = b"event: error\ndata: OpenAI API returned status 400: " + pretty + b"\n\n"
+    read = detect_stream_overflow(block, wire_format="anthropic")
+    assert read == Overflow(130512, 128000, whole=True)
+    # a preface with no JSON after it, or JSON that is no error, stays as it was
+    answer = json.dumps({"answer": _OPENAI_SAID}, indent=4).encode()
+    for other in (b"not json at all", answer):
+        text = b"event: error\ndata: OpenAI API returned status 400: " + other + b"\n\n"
+        assert detect_stream_overflow(text, wire_format="anthropic") is None, other
+
+
+def test_a_request_body_over_the_smallest_window_known_is_read() -> None:
+    # one-api-java checks the body's bytes against the smallest window it knows
+    said = "request body (612384 bytes) exceeds smallest known context window (131072 tokens)"
+    body = orjson.dumps({"error": {"message": said, "type": "relay_error", "code": 413}})
+    assert detect_overflow(413, body, wire_format="openai") == Overflow(None, 131072)
+
+
+def test_a_servers_slot_for_the_next_token_is_itemised() -> None:
+    # hipEngine itemises its own slot for the next token beside the prompt and max_tokens
+    said = (
+        "request requires 9004 context tokens (prompt {} + max_tokens {} + 1), exceeding this"
+        " server's preallocated max_context_tokens=8192"
+    )
+    read = detect_overflow(400, _error_body(said.format(7003, 2000)), wire_format="openai")
+    assert read == Overflow(7003, 6192)
+    alone = _error_body(said.format(6, 100000))
     assert detect_overflow(400, alone, wire_format="openai") is None
     assert overflow.detect_unfixable(400, alone)
 

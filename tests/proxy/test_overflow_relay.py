@@ -588,16 +588,17 @@ def _bracketed_answers() -> dict[str, Reply]:
     ]
     return {
         "whole": json_reply(whole),
-        "one-chunk": Reply(
-            events=[*sse_data(ROLE, chunk, finish), b"data: [DONE]\n\n"], event_delay=0.001
+        "chunk-then-more": Reply(
+            events=[*sse_data(ROLE, chunk, text(" Retry later."), finish), b"data: [DONE]\n\n"],
+            event_delay=0.001,
         ),
         "anthropic": Reply(events=anthropic, event_delay=0.001),
     }
 
 
-@pytest.mark.parametrize("kind", ["whole", "one-chunk", "anthropic"])
+@pytest.mark.parametrize("kind", ["whole", "chunk-then-more", "anthropic"])
 async def test_a_model_answer_in_brackets_is_the_answer(make_stack: MakeStack, kind: str) -> None:
-    # a completion whose usage counts output, a chunk without its finish reason, an
+    # a completion whose usage counts output, a chunk with more text after it, an
     # Anthropic reply whose message_delta counts output: the model's, relayed once
     fake = FakeProvider().then(_bracketed_answers()[kind])
     stack = await make_stack(fake)
@@ -650,6 +651,14 @@ async def test_a_gateways_anthropic_reply_that_is_its_error_is_retried(
 
 
 CLI_REFUSAL = "Prompt is too long"
+
+
+async def test_a_gateways_bracketed_error_then_its_finish_is_retried(make_stack: MakeStack) -> None:
+    # local-ai-runtime writes the upstream's error as one chunk, "[Error: API stream 400:
+    # {...}]", and finishes the reply in the next with nothing more: resent trimmed
+    finish = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+    framed = text("\n[Error: API stream 400: " + OPENAI_BODY.decode() + "]")
+    await _retried_stream(make_stack, [*sse_data(ROLE, framed, finish), b"data: [DONE]\n\n"])
 
 
 async def test_claude_codes_refusal_relayed_as_the_reply_is_retried(make_stack: MakeStack) -> None:

@@ -393,13 +393,15 @@ def _raw_json(fields: list[tuple[bytes, bytes]]) -> bytes | None:
     """An error body in JSON that a server wrote raw into its stream, across a block's
     lines: after "data: " with its pretty-printed lines following unprefixed (agent-cli's
     memory proxy relays OpenAI's error so), or as a line of its own before "data: [DONE]"
-    (AutoRAG's proxy). Its lines read as fields no SSE names; joined again (less the
-    "[DONE]"), they are JSON with an error key (``_json_error``). None for any other
-    block."""
+    (AutoRAG's proxy), or after a short preface on the data line that opens it
+    (llm-to-anthropic: "data: OpenAI API returned status 400: {", the upstream's
+    pretty-printed body below). Its lines read as fields no SSE names; joined again (less
+    the "[DONE]"), they are JSON with an error key (``_json_error``), after the preface
+    if any (kept: it may name the status). None for any other block."""
     if all(field in _SSE_FIELDS for field, _ in fields):
         return None
     lines: list[bytes] = []
-    started = False  # a line with text seen: it starts as JSON does
+    opened = -1  # where the JSON starts in the joined lines, once a line with text is seen
     for field, value in fields:
         if field not in _SSE_FIELDS:
             line = field + b":" + value if value else field
@@ -407,19 +409,36 @@ def _raw_json(fields: list[tuple[bytes, bytes]]) -> bytes | None:
             line = value
         else:
             continue
+        if opened < 0 and line.strip():
+            start = _json_start(line)
+            if start < 0:
+                return None  # (not JSON from its start or a preface: judged no further)
+            opened = sum(len(kept) + 1 for kept in lines) + start
         lines.append(line)
-        if not started and line.strip():
-            if line.lstrip()[:1] not in (b"{", b"["):
-                return None  # (not JSON from its start: judged no further)
-            started = True
-    text = b"\n".join(lines).strip()
-    if not _json_error(text):
+    text = b"\n".join(lines)
+    body = text[opened:].strip() if opened >= 0 else b""
+    if not _json_error(body):
         return None
     try:
-        orjson.loads(text)
+        orjson.loads(body)
     except orjson.JSONDecodeError:
         return None
-    return text
+    return text.strip()
+
+
+def _json_start(line: bytes) -> int:
+    """Where JSON starts in the first line of a block written raw: at its start, or at
+    the brace (or bracket) that ends a short preface (``_PREFACE_OPEN_RE``); -1 for
+    neither."""
+    stripped = line.lstrip()
+    if stripped[:1] in (b"{", b"["):
+        return len(line) - len(stripped)
+    match = _PREFACE_OPEN_RE.fullmatch(line)
+    return match.start("open") if match is not None else -1
+
+
+# a preface of a few words that opens the JSON below it: "OpenAI API returned status 400: {"
+_PREFACE_OPEN_RE: Final = re.compile(rb"\s*[^{}\[\]\r\n]{1,120}?[:\-]\s*(?P<open>[{\[])\s*")
 
 
 def _json_error(text: bytes) -> bool:
@@ -509,7 +528,7 @@ def _doc_output(doc: Any, held: str) -> tuple[str, Overflow | None]:
             return NO_OUTPUT, None
         if kind == "message_delta" and _closes_held(held, doc):
             return UNSPENT, None
-        if held == CLI_REFUSAL and _finishes_empty(doc):
+        if held in (CLI_REFUSAL, FRAMED) and _finishes_empty(doc):
             return UNSPENT, None
     elif isinstance(doc, dict) and _closes_unspent(doc):
         return NO_OUTPUT, None

@@ -1161,7 +1161,9 @@ def _counted_nothing(usage: Any) -> bool:
 
 
 def bracketed_error(text: str) -> str | None:
-    """The message of a reply that is wholly "[Error: <message>]", else None."""
+    """The message of a reply that is wholly "[Error: <message>]" (a line break before it
+    aside: local-ai-runtime's "\\n[Error: API stream 400: {...}]"), else None."""
+    text = text.lstrip()
     if not text.startswith("[Error: "):
         return None
     match = _BRACKETED_ERROR_RE.fullmatch(text)

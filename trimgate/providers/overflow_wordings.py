@@ -493,6 +493,19 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
         r" {N} characters \(more than {N} characters, which is the upper bound for {N} input"
         r" tokens\)(?P<whole>)"
     ),
+    # one-api-java's own check, in bytes against the smallest window it knows for the model:
+    # "request body (612384 bytes) exceeds smallest known context window (131072 tokens)"
+    _p(
+        r"request body \({N} bytes\) exceeds smallest known context window"
+        r" \((?P<max>{N}) tokens\)"
+    ),
+    # hipEngine: "request requires T context tokens (prompt P + max_tokens C + 1), exceeding
+    # this server's preallocated max_context_tokens=L" (its own slot for the next token
+    # aside: the prompt aims at L - C, unfixable where C alone fills L)
+    _p(
+        r"request requires {N} context tokens \(prompt (?P<real>{N}) \+ max_tokens (?P<comp>{N})"
+        r" \+ 1\), exceeding this server's preallocated max_context_tokens=(?P<max>{N})"
+    ),
     # mlx-bun's admission by memory: "request needs T tokens of context (prompt P +
     # max_tokens C) but the memory budget caps safe context at L"
     _p(
