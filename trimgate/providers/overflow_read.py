@@ -320,14 +320,18 @@ def _may_echo(key: str) -> bool:
 def _json_object(text: str) -> Any:
     """The JSON object a string under such a key holds whole, as a gateway keeps the
     upstream's body it relays (llm-budget-gateway's ``{"error": {"message": "upstream
-    provider error: openai (HTTP 400)", "provider_body": "{\\n \\"error\\": ...}"}}``);
-    None for any other string."""
-    if not text.lstrip().startswith("{"):
+    provider error: openai (HTTP 400)", "provider_body": "{\\n \\"error\\": ...}"}}``),
+    or a list of one such object, as Google's OpenAI-compatible endpoints send their
+    errors (lumynax-marama-route keeps one so); None for any other string."""
+    if text.lstrip()[:1] not in ("{", "["):
         return None
     try:
-        return json.loads(text)
+        doc = json.loads(text)
     except (ValueError, RecursionError):
         return None
+    if isinstance(doc, list):
+        return doc[0] if len(doc) == 1 and isinstance(doc[0], dict) else None
+    return doc
 
 
 def _stray_texts(node: Any, facts: _Facts, depth: int = 0) -> None:

@@ -1102,7 +1102,8 @@ _ITEM_PROMPT_BEFORE_RE: Final = _p(
     # ("prompt_tokens≈7900": local-lattice's estimate)
     r"|(?<!max_)(?<!truncate_)(?:input|prompt)_tokens\s*+[=(≈~]|(?<![a-z_])(?:input|prompt)_tokens:?+"
     r"|prompt (?:contains(?: at least)?|has|uses)|you passed|prompt token len|prompt\s*+\("
-    r"|prompt is(?= \d[\d,]* tokens))\s*+" + _ITEM_N
+    # ("(prompt P + max_tokens C + 1)", hipEngine's sum)
+    r"|prompt is(?= \d[\d,]* tokens)|\(prompt(?=\s++\d[\d,]*+\s*+\+))\s*+" + _ITEM_N
 )
 _ITEM_OUTPUT_AFTER_RE: Final = _p(
     _ITEM_N + r"\s*(?:output tokens?|`?max_(?:new_|completion_)?tokens\b`?"
@@ -1127,7 +1128,7 @@ _ITEM_LIMIT_RE: Final = _p(
     # output tokens" (ferrum-infer-rs)
     r"|context (?:is |was )?limited to"
     r"|max(?:imum)?(?: model)? (?:context |sequence |total )?(?:length|len)|max_seq_len"
-    r"|max_model_len|max_num_tokens|max_kv_size|context window limit"
+    r"|max_model_len|max_num_tokens|max_kv_size|context window limit|max_context_tokens"
     r"|kv_capacity|number of tokens per request|(?:(?:server|model)'?s|effective) total token"
     r" limit"
     # ("... together they exceed this model's context of 8192")
