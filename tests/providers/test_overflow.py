@@ -2466,6 +2466,15 @@ def test_claude_codes_refusal_as_the_whole_reply_is_read_where_no_model_wrote_it
     one = {"choices": [{"index": 0, "delta": {"content": said}, "finish_reason": "stop"}]}
     for stream in (_sse(role, said_chunk, finish), _sse(one)):
         assert detect_stream_overflow(stream, wire_format="openai") == Overflow(None, None)
+    # ... and its later versions' details after a middle dot, whole or streamed
+    dotted = said + " \u00b7 the request is ~208473 tokens (limit 200000) but this conversation"
+    dotted += " is only ~1532 tokens \u2014 the rest is system prompt and tools."
+    detailed = {**chat, "usage": usage}
+    detailed["choices"] = [{"index": 0, "message": {"content": dotted}, "finish_reason": "stop"}]
+    assert detect_overflow(200, orjson.dumps(detailed), wire_format="openai") is not None
+    dotted_chunk = {"choices": [{"index": 0, "delta": {"content": dotted}}]}
+    stream = _sse(role, dotted_chunk, finish)
+    assert detect_stream_overflow(stream, wire_format="openai") is not None
     assert overflow.stream_event_output(_sse(said_chunk)) == overflow.CLI_REFUSAL
     held = overflow.stream_event_output(_sse(finish), held=overflow.CLI_REFUSAL)
     assert held == overflow.UNSPENT
@@ -6040,7 +6049,7 @@ def test_the_generic_readers_alone_read_no_look_alike(monkeypatch: pytest.Monkey
     # after batch 755, 6,451 of 7,026 (91.8%) after batch 794, 6,575 of 7,154 (91.9%)
     # after batch 809, 6,645 of 7,231 (91.9%) after batch 820, 6,724 of 7,316 (91.9%)
     # after batch 832, 6,792 of 7,388 (91.9%) after batch 842, 6,822 of 7,418 (92.0%)
-    # after batch 846 and 7,127 of 7,755 (91.9%) after batch 891, whose collectors went
+    # after batch 846 and 7,162 of 7,792 (91.9%) after batch 897, whose collectors went
     # after servers' own wordings and packages' own envelopes (release by release, server
     # by server), which only a listing reads: the floor guards the generic readers against
     # narrowing, not the data's mix against

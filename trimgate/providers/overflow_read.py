@@ -940,11 +940,15 @@ def _cli_refusal_reply(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
 
 
 def cli_refusal(text: str) -> bool:
-    """Whether a reply's whole text is Claude Code's "Prompt is too long"."""
-    return _CLI_REFUSAL_RE.fullmatch(text) is not None
+    """Whether a reply's whole text is Claude Code's "Prompt is too long", alone or with
+    the details its later versions give after a middle dot ("Prompt is too long · the
+    request is ~208473 tokens (limit 200000) but this conversation is only ~1532 tokens —
+    ...", one paragraph)."""
+    return len(text) <= _CLI_REFUSAL_ROOM and _CLI_REFUSAL_RE.fullmatch(text) is not None
 
 
-_CLI_REFUSAL_RE: Final = re.compile(r"\s*Prompt is too long\.?\s*")
+_CLI_REFUSAL_RE: Final = re.compile(r"\s*Prompt is too long(?:\.|\s\u00b7\s[^\n]+)?\s*")
+_CLI_REFUSAL_ROOM: Final = 1024
 
 
 def _sole_answer(doc: dict[str, Any]) -> tuple[Any, Any]:

@@ -309,6 +309,9 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
         r"input length and `?max_tokens`? exceed context limit: (?P<real>{N}) \+ (?P<comp>{N})"
         r" > (?P<max>{N})"
     ),
+    # Claude Code's refusal with its later versions' details: "Prompt is too long · the
+    # request is ~P tokens (limit L) but this conversation is only ~C tokens — ..."
+    _p(r"prompt is too long \u00b7 the request is ~(?P<real>{N}) tokens \(limit (?P<max>{N})\)"),
     _p(r"\bprompt is too long\b"),
     # Anthropic's other wording of it, with no counts (seen in a desktop agent's error
     # reports), as the whole message: beside other words it was never seen
