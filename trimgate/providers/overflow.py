@@ -492,7 +492,8 @@ WORDED_LONG: Final = "worded-long"  # 513 to 1,024 characters: an error stop onl
 # written closes it as the server's error
 CLI_REFUSAL: Final = "cli-refusal"
 # wholly "[Error: ...]", or ending in an upstream's error body in JSON ("Error from upstream:
-# 400 - {...}"), a gateway's frame: any count of no output
+# 400 - {...}"), a gateway's frame: any count of no output, or, in a chat stream, the chunk
+# that finishes it with nothing more written (local-ai-runtime)
 FRAMED: Final = "framed"
 # ... and, held the same way though no reply, llama-swap's model-loading status
 # (``_loading_status``): its chunks hold on until the model's server answers
@@ -514,10 +515,11 @@ def _doc_output(doc: Any, held: str) -> tuple[str, Overflow | None]:
     reply of a stream (nothing ``held``) that reads as an overflow, one of
     ``HELD_REPLIES`` with the overflow its words state; after it, the end of its Anthropic
     block is ``NO_OUTPUT`` and a ``message_delta`` that closes it as the server's error
-    (``_closes_held``) ``UNSPENT``. With no reply held, an Anthropic reply closed before
-    any output (``_closes_unspent``) is ``NO_OUTPUT``, and with nothing held a
-    ``message_start`` that counts the prompt ``COUNTED``; after it, a stop at "max_tokens"
-    that counts no output (``_stops_unspent``) is ``UNSPENT`` too."""
+    (``_closes_held``) ``UNSPENT``, as is, after Claude Code's refusal or a frame in a chat
+    stream, the chunk that finishes it writing nothing more. With no reply held, an
+    Anthropic reply closed before any output (``_closes_unspent``) is ``NO_OUTPUT``, and
+    with nothing held a ``message_start`` that counts the prompt ``COUNTED``; after it, a
+    stop at "max_tokens" that counts no output (``_stops_unspent``) is ``UNSPENT`` too."""
     if not held and _start_counts_prompt(doc):
         return COUNTED, None
     if held == COUNTED and isinstance(doc, dict) and _stops_unspent(doc):
@@ -816,7 +818,9 @@ def detect_stream_overflow(
     ``type: error``, ``response.failed``, a choice with ``finish_reason: "error"``) is
     read like an error body, an event with output means no overflow. A first reply in
     an overflow's words is held: an error after it decides, and so does an Anthropic
-    ``message_delta`` that counts no output token (the reply was the error). A chat
+    ``message_delta`` that counts no output token (the reply was the error), or, after
+    Claude Code's refusal or a gateway's frame in a chat stream, the chunk that finishes it
+    writing nothing more. A chat
     stream's stop at "length" before any output is one when its usage, in its own chunk
     or the next, counts the prompt alone (``stop_usage_counts_prompt_only``).
     ``wire_format`` is accepted for symmetry with ``detect_overflow``.
