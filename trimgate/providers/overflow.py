@@ -58,6 +58,8 @@ from trimgate.providers.overflow_read import (
     _decide,
     _ends_in_error_body,
     _Facts,
+    _finished_chunk,
+    _first_choice,
     _has_hint,
     _is_zero,
     _never_stated,
@@ -465,7 +467,7 @@ def _choice_has_output(choice: Any) -> bool:
         return True
     delta = choice.get("delta")
     if isinstance(delta, dict):
-        return any(delta.get(key) not in (None, "", [], {}) for key in _DELTA_OUTPUT_KEYS)
+        return _delta_has_output(delta)
     text = choice.get("text")  # legacy completions
     if isinstance(text, str):
         return text != ""
@@ -555,23 +557,23 @@ def _doc_output(doc: Any, held: str) -> tuple[str, Overflow | None]:
     return (WORDED_COUNTED if held == COUNTED else WORDED), found
 
 
+def _delta_has_output(delta: dict[str, Any]) -> bool:
+    return any(delta.get(key) not in (None, "", [], {}) for key in _DELTA_OUTPUT_KEYS)
+
+
 def _first_choice_delta(doc: dict[str, Any]) -> bool:
     """Whether a parsed event is a chat chunk (its first choice a ``delta``)."""
-    choices = doc.get("choices")
-    choice = choices[0] if isinstance(choices, list) and choices else None
-    return isinstance(choice, dict) and isinstance(choice.get("delta"), dict)
+    choice = _first_choice(doc)
+    return choice is not None and isinstance(choice.get("delta"), dict)
 
 
 def _finishes_empty(doc: dict[str, Any]) -> bool:
     """Whether a chat chunk finishes its reply writing nothing more: a finish reason, its
     delta empty (but a role)."""
-    if not _first_choice_delta(doc):
+    choice = _first_choice(doc)
+    if choice is None or not _finished_chunk(choice):
         return False
-    choice = doc["choices"][0]
-    if choice.get("finish_reason") in (None, ""):
-        return False
-    delta = choice["delta"]
-    return not any(delta.get(key) not in (None, "", [], {}) for key in _DELTA_OUTPUT_KEYS)
+    return not _delta_has_output(choice["delta"])
 
 
 def _start_counts_prompt(doc: Any) -> bool:
