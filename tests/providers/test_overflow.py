@@ -1776,6 +1776,119 @@ def test_a_limited_context_a_seq_length_and_a_bracketed_limit_are_read() -> None
     assert detect_overflow(500, orjson.dumps(rtp), wire_format="openai") == Overflow(34816, 32768)
 
 
+def test_shepherds_and_rvllms_wordings_are_read_with_their_counts() -> None:
+    # shepherd's llama.cpp backend keeps a tenth of the window for the output
+    said = (
+        "This model's maximum context length is 8192 tokens. Your conversation used 9000"
+        " tokens, leaving -808 for generation (minimum 819 required)."
+    )
+    assert detect_overflow(400, _error_body(said), wire_format="openai") == Overflow(9000, 7373)
+    # ... its TensorRT backend itemises the output asked for after the prompt; where that
+    # alone fills the window, no trim helps
+    trt = (
+        "TensorRT generation failed: This model's maximum context length is 4096 tokens."
+        " However, your messages resulted in 3500 tokens plus 1024 max generation tokens."
+    )
+    assert detect_overflow(500, _error_body(trt), wire_format="openai") == Overflow(3500, 3072)
+    alone = trt.replace("3500 tokens plus 1024", "120 tokens plus 4096")
+    assert detect_overflow(500, _error_body(alone), wire_format="openai") is None
+    assert detect_unfixable(500, _error_body(alone))
+    # rvllm, as a stream's error frame after the role's chunk
+    role = {"choices": [{"index": 0, "delta": {"role": "assistant"}, "finish_reason": None}]}
+    error = {"error": {"message": "prompt has 8300 tokens, max_model_len is 8192"}}
+    stream = _sse(role, error) + b"data: [DONE]\n\n"
+    assert detect_stream_overflow(stream, wire_format="openai") == Overflow(8300, 8192)
+
+
+def test_a_refusal_said_twice_behind_an_error_label_is_the_servers() -> None:
+    # AI-Gateway streams an upstream's failure as one chunk whose refusal is the error and
+    # whose text is "**Error**: " and the same, finished "stop"
+    said = "The input token count (1196265) exceeds the maximum number of tokens allowed (1048576)."
+
+    def chunk(refusal: str, text: str) -> bytes:
+        delta = {"refusal": refusal, "content": text}
+        doc = {"choices": [{"index": 0, "delta": delta, "finish_reason": "stop"}]}
+        return _sse(doc) + b"data: [DONE]\n\n"
+
+    for label in ("**Error**: ", "Error: ", "**Error:** "):
+        read = detect_stream_overflow(chunk(said, label + said), wire_format="openai")
+        assert read == Overflow(1196265, 1048576), label
+    # a rate limit said so is none; a refusal alone, a text alone, or a text that says
+    # more than the refusal behind its label is a model's
+    tpm = "429 All 1 attempt(s) failed. Last error: Rate limit reached on tokens per min (TPM)."
+    for refusal, text in (
+        (tpm, "**Error**: " + tpm),
+        (said, ""),
+        ("", "**Error**: " + said),
+        (said, "I cannot help. " + said),
+        (said, "**Error**: see below. " + said),
+    ):
+        assert detect_stream_overflow(chunk(refusal, text), wire_format="openai") is None, text
+
+
+def test_each_attempt_of_a_failover_summary_is_read_alone() -> None:
+    # llm-api-router lists what each provider said; a quota on the backup does not veto the
+    # primary's overflow, since a shorter prompt passes the primary
+    overflow_said = (
+        "This model's maximum context length is 128000 tokens. However, your messages"
+        " resulted in 131245 tokens. Please reduce the length of the messages."
+    )
+    quota = "You exceeded your current quota, please check your plan and billing details."
+    listed = (
+        "Internal server error: All providers failed:\n- openai-primary: Provider error: "
+        + overflow_said
+        + "\n- openai-backup: Rate limited: "
+        + quota
+    )
+    body = orjson.dumps({"detail": listed})
+    assert detect_overflow(500, body, wire_format="openai") == Overflow(131245, 128000, whole=True)
+    # 429chain's "Tried: a (400: <its body>), b (401: <its error>)"
+    anthropic = orjson.dumps(
+        {
+            "type": "error",
+            "error": {"message": "prompt is too long: 208531 tokens > 200000 maximum"},
+        }
+    ).decode()
+    tried = (
+        'All providers exhausted in chain "default". Tried: openrouter/claude (400: '
+        + anthropic
+        + "), backup/gpt-4o (401: Incorrect API key provided: sk-te****cdef.)"
+    )
+    read = detect_overflow(502, _error_body(tried), wire_format="openai")
+    assert read is not None and (read.real, read.maximum) == (208531, 200000)
+    # no attempt that overflowed, or one attempt only
+    for other, status in (
+        (listed.replace(overflow_said, quota), 500),
+        (listed.split("\n- openai-backup")[0] + " " + quota, 500),
+        (tried.replace("400: " + anthropic, "429: " + quota), 502),
+    ):
+        assert detect_overflow(status, _error_body(other), wire_format="openai") is None, other
+    assert overflow_read.failover_attempts("All providers failed: just one") == []
+
+
+def test_a_status_named_before_an_upstreams_address_is_the_upstreams() -> None:
+    # openai-playground answers every upstream error as its own 404, the upstream's status
+    # and body in its message
+    inner = {
+        "error": {
+            "message": "the request exceeds the available context size, try increasing it",
+            "type": "exceed_context_size_error",
+            "n_prompt_tokens": 8307,
+            "n_ctx": 8192,
+        }
+    }
+    said = (
+        "Error: http status 400. Error message from http://127.0.0.1:8080/v1/chat/completions: "
+        + orjson.dumps(inner).decode()
+    )
+    assert detect_overflow(404, _error_body(said), wire_format="openai") == Overflow(8307, 8192)
+    # ... and a 429's body so is a rate limit, a 404 that names no status is the gateway's
+    limited = said.replace("http status 400", "http status 429")
+    assert detect_overflow(404, _error_body(limited), wire_format="openai") is None
+    plain = said.replace("Error: http status 400. ", "")
+    assert detect_overflow(404, _error_body(plain), wire_format="openai") is None
+
+
 def test_a_prompt_too_long_for_the_window_and_an_error_finish_are_read() -> None:
     said = (
         "Prompt too long (9000 tokens) for context window (8192). Model supports 8192. Need"

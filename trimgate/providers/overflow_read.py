@@ -916,7 +916,30 @@ def _error_as_reply(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
         or _uncounted_reply(doc, facts, depth)
         or _unwritten_error_line(doc, facts, depth)
         or _cli_refusal_reply(doc, facts, depth)
+        or _refusal_said_twice(doc, facts, depth)
     )
+
+
+def _refusal_said_twice(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
+    """A gateway's error written into a reply twice: as its ``refusal``, and as its text,
+    "Error: <the refusal>" (bold in Markdown or not). AI-Gateway (yihuanlin) streams an
+    upstream's failure so, one chunk finished "stop". No model writes a refusal and a
+    text both, the text the refusal behind an error's label. Read as an error's message."""
+    choice = _first_choice(doc)
+    said = choice.get("delta", choice.get("message")) if choice is not None else None
+    if not isinstance(said, dict):
+        return False
+    refusal, text = said.get("refusal"), said.get("content")
+    if not isinstance(refusal, str) or not refusal.strip() or not isinstance(text, str):
+        return False
+    if not text.endswith(refusal) or not _ERROR_LABEL_RE.fullmatch(text[: -len(refusal)]):
+        return False
+    _add_text(refusal, facts, depth)
+    return True
+
+
+# "Error: ", "**Error**: ", "**Error:** "
+_ERROR_LABEL_RE: Final = re.compile(r"\s*(?:\*\*)?error(?:\*\*)?:(?:\*\*)?\s*", re.IGNORECASE)
 
 
 def _cli_refusal_reply(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
@@ -1430,6 +1453,7 @@ def _named_status(text: str) -> re.Match[str] | None:
         _SDK_EXCEPTION_RE.match(text)
         or _RELAYED_STATUS_RE.match(text)
         or _FAILED_OVER_RE.match(text)
+        or _STATUS_FROM_URL_RE.match(text)
     )
 
 
@@ -1621,6 +1645,12 @@ _FAILED_OVER_RE: Final = re.compile(
     r"[^\n{:]{0,80}?(?::\s*)?\b(?:all|every)\b[^.:;\n{]{0,60}?\bfailed[.:;]\s*"
     r"(?:tried: [^.\n]{0,80}\.\s*)?(?:last(?: error)?: )?\[[^\]\n]{1,80}\] [^\n{]{0,40}?\b"
     r"([45]\d\d)\)?(?: from (?:upstream|backend|provider))?: b?'?[{\[]",
+    re.IGNORECASE | re.ASCII,
+)
+# ... and the upstream's address after it: openai-playground's "Error: http status 400.
+# Error message from http://host/v1/chat/completions: {...}" (sent as its own 404)
+_STATUS_FROM_URL_RE: Final = re.compile(
+    r"\s*+(?:error: )?http status ([45]\d\d)\. error message from \S{1,300}?: [{\[]",
     re.IGNORECASE | re.ASCII,
 )
 # ... and the tag a relay puts before it where it is the whole reply ("[LLMCycle Proxy
@@ -2095,6 +2125,73 @@ def _sentences(text: str, start: int, end: int) -> str:
 
 
 def _decide(http_status: int, facts: _Facts, patterns: Patterns = ()) -> Overflow | None:
+    """The overflow an error's facts state (``_decide_whole``), or, where they state none,
+    one attempt of a failover's summary states on its own (``_failed_attempt``)."""
+    found = _decide_whole(http_status, facts, patterns)
+    if found is None:
+        found = _failed_attempt(http_status, facts, patterns)
+    return found
+
+
+def _failed_attempt(status: int, facts: _Facts, patterns: Patterns) -> Overflow | None:
+    """The overflow one attempt of a failover's summary states, each attempt read alone
+    (``failover_attempts``): a quota or a bad key on the backup vetoes nothing the primary
+    said. A shorter prompt passes the upstream that refused it for its length."""
+    if facts.named is not None:
+        status = facts.named  # (the status an SDK's exception names stands for the answer's)
+    for text in facts.texts[:_MAX_ITEMS]:
+        for attempt in failover_attempts(text):
+            alone = _Facts()
+            _add_text(attempt, alone, 0)
+            found = _decide_whole(status, alone, patterns)
+            if found is not None:
+                return found
+    return None
+
+
+def failover_attempts(text: str) -> list[str]:
+    """The attempts a failover's summary lists after its preface ("All providers
+    failed:", "All providers exhausted in chain ..."), at least two: one per bulleted line
+    (llm-api-router's "\n- primary: <error>\n- backup: <error>") or, after "Tried:",
+    one per item of a list whose items hold their error in brackets (429chain's "Tried:
+    a (400: <error>), b (401: <error>)"). Empty for any other text."""
+    preface = _FAILOVER_RE.search(text, 0, _FAILOVER_PREFACE_ROOM)
+    if preface is None:
+        return []
+    rest = text[preface.end() :]
+    if _BULLET_RE.search(rest) is not None:
+        attempts = _BULLET_RE.split(rest)[1:]
+    else:
+        tried = _TRIED_RE.search(rest)
+        attempts = _top_level_items(rest[tried.end() :]) if tried is not None else []
+    return attempts[:_MAX_ITEMS] if len(attempts) > 1 else []
+
+
+def _top_level_items(text: str) -> list[str]:
+    """``text`` split at each comma or semicolon outside brackets of any kind."""
+    items: list[str] = []
+    depth = start = 0
+    for at, char in enumerate(text):
+        if char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth = max(depth - 1, 0)
+        elif char in ",;" and depth == 0:
+            items.append(text[start:at].strip())
+            start = at + 1
+    items.append(text[start:].strip())
+    return [item for item in items if item]
+
+
+_FAILOVER_RE: Final = re.compile(
+    r"\b(?:all|every)\b[^.:;\n{]{0,60}?\b(?:failed|exhausted)\b", re.IGNORECASE
+)
+_FAILOVER_PREFACE_ROOM: Final = 200  # (characters from a message's start)
+_BULLET_RE: Final = re.compile(r"\n[ \t]*[-*\u2022][ \t]+")
+_TRIED_RE: Final = re.compile(r"\btried: ", re.IGNORECASE)
+
+
+def _decide_whole(http_status: int, facts: _Facts, patterns: Patterns = ()) -> Overflow | None:
     if facts.named is not None:
         http_status = facts.named
     never = http_status in _NEVER_STATUSES or any(s in _NEVER_STATUSES for s in facts.statuses)

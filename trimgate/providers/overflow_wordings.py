@@ -262,9 +262,18 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
         r"maximum context length is (?P<max>{N}) tokens?[.,]? however,? your"
         r" (?:messages|prompt) resulted in (?:over )?(?P<real>{N}) tokens(?P<whole>)"
         # (itemised by some that copy it: FakeAI's "(30720 in the messages, 4096 in the
-        # completion)")
-        r"(?: \((?P<parts>[^)]*)\))?"
+        # completion)", shepherd's TensorRT backend's "plus 1024 max generation tokens")
+        r"(?: \((?P<parts>[^)]*)\)| plus (?P<comp>{N}) max generation tokens)?"
     ),
+    # shepherd's llama.cpp backend, which keeps a tenth of the window for the output: "This
+    # model's maximum context length is L tokens. Your conversation used P tokens, leaving
+    # R for generation (minimum M required)."
+    _p(
+        r"maximum context length is (?P<max>{N}) tokens\. your conversation used (?P<real>{N})"
+        r" tokens, leaving -?{N} for generation \(minimum (?P<comp>{N}) required\)"
+    ),
+    # rvllm: "prompt has P tokens, max_model_len is L"
+    _p(r"\bprompt has (?P<real>{N}) tokens, max_model_len is (?P<max>{N})\b"),
     # Rapid-MLX: "... maximum context length is L tokens. However, you requested T tokens
     # (P prompt + C completion)."
     _p(
