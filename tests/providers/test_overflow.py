@@ -1864,6 +1864,30 @@ def test_each_attempt_of_a_failover_summary_is_read_alone() -> None:
     ):
         assert detect_overflow(status, _error_body(other), wire_format="openai") is None, other
     assert overflow_read.failover_attempts("All providers failed: just one") == []
+    # llm-failover-proxy lists its attempts as objects: each one's words are read alone
+    attempts = [
+        {
+            "provider": "groq",
+            "status": 413,
+            "message": "HTTP 413, Request too large on tokens"
+            " per minute (TPM): Limit 12000, Requested 211873, please reduce your message size",
+        },
+        {
+            "provider": "anthropic",
+            "status": 400,
+            "message": "HTTP 400, prompt is too long: 209834 tokens > 200000 maximum",
+        },
+    ]
+    error = {"message": "No provider could answer (2 attempt(s)).", "proxy": {"attempts": attempts}}
+    read = detect_overflow(502, orjson.dumps({"error": error}), wire_format="openai")
+    assert read is not None and (read.real, read.maximum) == (209834, 200000)
+    # ... and none of them an overflow, or one attempt only: none
+    refused = {"provider": "openai", "status": 429, "message": "HTTP 429, " + quota}
+    for listed_attempts in ([attempts[0], refused], [refused]):
+        error = {**error, "proxy": {"attempts": listed_attempts}}
+        assert detect_overflow(502, orjson.dumps({"error": error}), wire_format="openai") is None
+    alone = {**error, "proxy": {"attempts": [attempts[1]]}}
+    assert detect_overflow(502, orjson.dumps({"error": alone}), wire_format="openai") is not None
 
 
 def test_a_status_named_before_an_upstreams_address_is_the_upstreams() -> None:

@@ -154,7 +154,7 @@ _EXCEPTION_NAME_RE: Final = re.compile(
 
 
 class _Facts:
-    __slots__ = ("codes", "counts", "named", "raw", "room", "statuses", "texts")
+    __slots__ = ("attempts", "codes", "counts", "named", "raw", "room", "statuses", "texts")
 
     def __init__(self, raw: bytes = b"") -> None:
         self.raw = raw  # the body or event read, whole (``_waits``)
@@ -165,6 +165,9 @@ class _Facts:
         self.named: int | None = None
         self.counts: dict[str, int] = {}
         self.room = _TEXT_ROOM
+        # the messages each error object of a list of several said, as slices of ``texts``
+        # (a failover's attempts, each read alone: ``_failed_attempt``)
+        self.attempts: list[tuple[int, int]] = []
 
     def say(self, text: str) -> None:
         """Keep a message, within what is left of ``_TEXT_ROOM``: the readers' cost grows
@@ -194,7 +197,10 @@ def _walk_error(node: Any, facts: _Facts, depth: int) -> None:
         return
     if isinstance(node, list):
         for item in node[:_MAX_ITEMS]:
+            first = len(facts.texts)
             _walk_error(item, facts, depth + 1)
+            if len(node) > 1 and isinstance(item, dict) and len(facts.texts) > first:
+                facts.attempts.append((first, len(facts.texts)))
         return
     if not isinstance(node, dict):
         return
@@ -2139,6 +2145,12 @@ def _failed_attempt(status: int, facts: _Facts, patterns: Patterns) -> Overflow 
     said. A shorter prompt passes the upstream that refused it for its length."""
     if facts.named is not None:
         status = facts.named  # (the status an SDK's exception names stands for the answer's)
+    for start, end in facts.attempts:
+        alone = _Facts()
+        alone.texts = facts.texts[start:end]
+        found = _decide_whole(status, alone, patterns)
+        if found is not None:
+            return found
     for text in facts.texts[:_MAX_ITEMS]:
         for attempt in failover_attempts(text):
             alone = _Facts()

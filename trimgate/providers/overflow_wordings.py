@@ -1660,6 +1660,8 @@ _NEST_KEYS: Final = (
     # upstream's answer>}]}}}: every candidate's own words, the last one's kind beside them
     "gateway_debug",
     "attempts",
+    # llm-failover-proxy's {"error": {..., "proxy": {"attempts": [{"status", "message"}]}}}
+    "proxy",
     "detail",
     "status",
 )
