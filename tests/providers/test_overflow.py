@@ -582,6 +582,18 @@ def test_an_error_written_as_text_into_a_stream_is_read() -> None:
     )
     assert detect_stream_overflow(late, wire_format="openai") is None
     assert detect_stream_overflow(late[:6] + late[-45:], wire_format="openai") is not None
+    # an error object its server wrote without escaping the upstream's body inside it, which
+    # no JSON reader parses (kiro-high-performance-proxy), read as an error written as text
+    unescaped = (
+        '{"error": "请求失败 [400]: {"message":"Input is too long.",'
+        '"reason":"CONTENT_LENGTH_EXCEEDS_THRESHOLD"}"}'
+    )
+    framed = b"data: " + unescaped.encode() + b"\n\n"
+    assert detect_stream_overflow(framed, wire_format="openai") == Overflow(None, None)
+    quota = framed.replace(b"Input is too long.", b"Rate limit reached for requests")
+    assert detect_stream_overflow(quota, wire_format="openai") is None
+    cut = framed[: framed.index(b"long.") + 5] + b"\n\n"  # (cut short: not read)
+    assert detect_stream_overflow(cut, wire_format="openai") is None
 
 
 def test_a_typed_error_event_without_an_error_key_is_read() -> None:
@@ -1890,6 +1902,29 @@ def test_each_attempt_of_a_failover_summary_is_read_alone() -> None:
     assert detect_overflow(502, orjson.dumps({"error": alone}), wire_format="openai") is not None
 
 
+def test_an_error_between_a_proxys_own_tags_is_read_with_its_status() -> None:
+    # GeminiForJanitors writes an upstream's error as the whole reply between its tags, a
+    # zero-width space before each, after a notice of its own where it has one
+    said = "The input token count (1187231) exceeds the maximum number of tokens allowed (1048576)."
+    tagged = (
+        "\u200b<proxy>\nFix requests turns enabled (for this message only).\n"
+        "Error from Google AI (400): INVALID_ARGUMENT\n" + said + "\n\u200b</proxy>"
+    )
+    body = _whole_reply(tagged)
+    assert detect_overflow(200, body, wire_format="openai") == Overflow(1187231, 1048576)
+    escaped = json.dumps(json.loads(body)).encode()  # (as Flask writes it: \u200b)
+    assert detect_overflow(200, escaped, wire_format="openai") == Overflow(1187231, 1048576)
+    chunk = {"choices": [{"index": 0, "delta": {"content": tagged}, "finish_reason": "stop"}]}
+    assert detect_stream_overflow(_sse(chunk), wire_format="openai") == Overflow(1187231, 1048576)
+    # a 429's quota so, the tags without their zero-width spaces, or more after them: none
+    for text in (
+        tagged.replace("(400)", "(429)"),
+        tagged.replace("\u200b", ""),
+        tagged + " Shall I shorten it?",
+    ):
+        assert detect_overflow(200, _whole_reply(text), wire_format="openai") is None, text
+
+
 def test_a_status_named_before_an_upstreams_address_is_the_upstreams() -> None:
     # openai-playground answers every upstream error as its own 404, the upstream's status
     # and body in its message
@@ -2412,6 +2447,30 @@ def test_a_status_and_its_body_as_the_whole_reply_is_read() -> None:
     for text in (relayed.replace("400", "429", 1), "Here it is: " + relayed):
         chunk["choices"][0]["delta"] = {"content": text}
         assert detect_stream_overflow(_sse(chunk), wire_format="openai") is None, text
+    # Mcp-AI Proxy's "上游返回错误 (400)：<body>" (the upstream returned an error), a full-width
+    # colon before the pretty-printed body, as a chat chunk's or a Gemini candidate's whole
+    # text with its finish reason
+    pretty = orjson.dumps(google, option=orjson.OPT_INDENT_2).decode()
+    relayed = "\n\n上游返回错误 (400)：" + pretty + "\n"
+    chunk = {"choices": [{"index": 0, "delta": {"content": relayed}, "finish_reason": "stop"}]}
+    got = detect_stream_overflow(_sse(chunk) + b"data: [DONE]\n\n", wire_format="openai")
+    assert got == Overflow(1091639, 1048576)
+
+    def candidate(text: str) -> bytes:
+        parts = [{"text": text}]
+        doc = {
+            "candidates": [{"content": {"parts": parts, "role": "model"}, "finishReason": "STOP"}]
+        }
+        return _sse(doc)
+
+    assert detect_stream_overflow(candidate(relayed), wire_format="gemini") == got
+    # a 429's body so, or the words after the body or before the label: none
+    for text in (
+        relayed.replace("(400)", "(429)"),
+        relayed + "So shorten it.",
+        "The proxy said: " + relayed.lstrip(),
+    ):
+        assert detect_stream_overflow(candidate(text), wire_format="gemini") is None, text
 
 
 def test_claude_codes_api_error_as_the_whole_reply_is_its_error() -> None:

@@ -203,6 +203,8 @@ _REPLY_ERROR_MARKS: Final = (
     b"[Sorry, The input message is too long!]",  # ... or Kuwa GenAI OS's refusal
     b"**Request Rejected: Token Limit Exceeded**",  # ... or RobAI's research proxy's
     b"(status code: 4",  # ... or ollama-python's error, relayed (Kuwa GenAI OS)
+    b"\\u200b<proxy>",  # ... or GeminiForJanitors' between its tags, JSON-escaped
+    "\u200b<proxy>".encode(),  # ... or not
     # ... or the openai SDK's exception, "Error code: 400 - {...}", relayed whole where the
     # upstream's body names no "error" (RAGFlow, MaxKB, over SiliconFlow's flat envelope)
     b"Error code: ",
@@ -770,21 +772,31 @@ def _event_verdict(
 def _text_event(name: str, payload: bytes, patterns: Patterns) -> Overflow | None:
     """The overflow an event that is not JSON states: read when it is an error written as
     text ("event: error", or "data: error: Prompt length (P) exceeds server max_seq_len
-    (L)" as Crane writes it), or when its words are a listed wording or the upstream's own
-    (mistral.rs before 0.9.2 wrote "data: Prompt sequence length is greater than L, ..."):
-    the formats trimgate fronts carry a model's output as JSON, never so."""
+    (L)" as Crane writes it, or an error object its server wrote without escaping the
+    upstream's body inside it, as kiro-high-performance-proxy writes "data: {"error":
+    "请求失败 [400]: {"message":"Input is too long.", ...}"}"), or when its words are a
+    listed wording or the upstream's own (mistral.rs before 0.9.2 wrote "data: Prompt
+    sequence length is greater than L, ..."): the formats trimgate fronts carry a model's
+    output as JSON, never so."""
     if not patterns and not _has_hint(payload.lower()):
         return None
     # (the characters any message's readers scan: a cut 64 KiB chunk scanned whole by every
     # listed pattern held the event loop 50-90 ms)
     said = payload.decode("utf-8", "replace")[:_TEXT_ROOM]
-    if name != "error" and payload[:6].lower() != b"error:":
+    written = payload[:6].lower() == b"error:" or (
+        _UNESCAPED_ERROR_RE.match(payload) is not None and payload.endswith(b"}")
+    )  # (closed: a body cut short may have lost its counts' digits)
+    if name != "error" and not written:
         listed = _read_message(said)
         if (listed is None or listed is _NOT_FIXABLE) and _custom(said, patterns) is None:
             return None
     facts = _Facts()
     facts.say(said)
     return _decide(200, facts, patterns)
+
+
+# the start of an error object that does not parse (``_text_event``)
+_UNESCAPED_ERROR_RE: Final = re.compile(rb'\{\s*"error"\s*:')
 
 
 def stream_head_decided(head: bytes) -> bool:

@@ -923,6 +923,7 @@ def _error_as_reply(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
         or _unwritten_error_line(doc, facts, depth)
         or _cli_refusal_reply(doc, facts, depth)
         or _refusal_said_twice(doc, facts, depth)
+        or _proxy_tagged_reply(doc, facts, depth)
     )
 
 
@@ -946,6 +947,28 @@ def _refusal_said_twice(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
 
 # "Error: ", "**Error**: ", "**Error:** "
 _ERROR_LABEL_RE: Final = re.compile(r"\s*(?:\*\*)?error(?:\*\*)?:(?:\*\*)?\s*", re.IGNORECASE)
+
+
+def _proxy_tagged_reply(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
+    """GeminiForJanitors writes an upstream's error as the whole reply between tags of its
+    own, each after a zero-width space no model writes: "\u200b<proxy>\n[a notice of
+    its own\n]Error from OpenRouter (400): <its message>\n\u200b</proxy>". Read as an
+    error's message, with the status it names."""
+    choice = _first_choice(doc)
+    text = _reply_text(choice) if choice is not None else None
+    match = _PROXY_TAGGED_RE.fullmatch(text) if isinstance(text, str) else None
+    if match is None:
+        return False
+    facts.statuses.append(int(match.group(1)))
+    _add_text(match.group(2), facts, depth)
+    return True
+
+
+_PROXY_TAGGED_RE: Final = re.compile(
+    r"\u200b<proxy>\n(?:[^\n]{0,200}\n){0,3}?Error from [^\n()]{1,40} \(([45]\d\d)\): "
+    r"(.{1,2000}?)\n\u200b</proxy>\s*",
+    re.DOTALL,
+)
 
 
 def _cli_refusal_reply(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
@@ -1424,7 +1447,7 @@ def _relayed_exception(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
     explains it)."""
     choice = _first_choice(doc)
     if choice is None:
-        return False
+        return _relayed_candidate(doc, facts, depth)
     text = _reply_text(choice)
     if not isinstance(text, str):
         return False
@@ -1540,6 +1563,21 @@ def _status_and_body(text: str) -> str | None:
     if end < 0 or text[end:].strip() or match.lastindex is None:
         return None
     return match.group(match.lastindex)
+
+
+def _relayed_candidate(doc: dict[str, Any], facts: _Facts, depth: int) -> bool:
+    """... and a Gemini answer's one finished candidate whose one text is wholly an
+    upstream's status and body (``_status_and_body``: Mcp-AI Proxy's Gemini route streams
+    "上游返回错误 (400)：<body>" so). Read as an error's message, with that status."""
+    if not isinstance(doc.get("candidates"), list):
+        return False
+    text, _ = _sole_answer(doc)
+    status = _status_and_body(text) if isinstance(text, str) else None
+    if status is None:
+        return False
+    facts.statuses.append(int(status))
+    _add_text(text, facts, depth)
+    return True
 
 
 def _finished_chunk(choice: dict[str, Any] | None) -> bool:
@@ -1683,10 +1721,12 @@ _JS_SDK_ERROR_RE: Final = re.compile(r"\s*Error: ([45]\d\d) (?=\S)")
 # 400 - {", antigravity2api's "错误: API请求失败 (400): {" (error: API request failed), or
 # VCPToolBox's "[UPSTREAM_ERROR] 上游API返回状态码 400，错误信息: {" (the upstream API returned
 # status 400, error message:), or Claude Code's "API Error: 400 {", as the bridges that run
-# it relay its result
+# it relay its result, or Mcp-AI Proxy's "上游返回错误 (400)：{" (the upstream returned an
+# error), a full-width colon and no space before the body
 _STATUS_AND_BODY_RE: Final = re.compile(
-    r"\s*+(?:(?:Error: )?Error: ([45]\d\d) -|错误: API请求失败 \(([45]\d\d)\):"
-    r"|\[UPSTREAM_ERROR\] 上游API返回状态码 ([45]\d\d)，错误信息:|API Error: ([45]\d\d)) (?=\{)"
+    r"\s*+(?:(?:(?:Error: )?Error: ([45]\d\d) -|错误: API请求失败 \(([45]\d\d)\):"
+    r"|\[UPSTREAM_ERROR\] 上游API返回状态码 ([45]\d\d)，错误信息:|API Error: ([45]\d\d)) "
+    r"|上游返回错误 \(([45]\d\d)\)[:：] ?)(?=\{)"
 )
 # botocore's ClientError as a string, the whole start of a reply ("Error: " before it, as
 # Open WebUI's Bedrock pipeline writes it): "An error occurred (ValidationException) when
