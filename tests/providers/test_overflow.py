@@ -596,6 +596,24 @@ def test_an_error_written_as_text_into_a_stream_is_read() -> None:
     assert detect_stream_overflow(cut, wire_format="openai") is None
 
 
+def test_a_stream_whose_lines_are_framed_twice_is_read_as_its_upstreams() -> None:
+    # typingmind-proxy writes "data: " before each of its upstream's lines, its own
+    # framing doubled and a comment framed as data: the upstream's events as they were
+    role = {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}
+    error = {"error": {"message": "prompt is too long: 208934 tokens > 200000 maximum"}}
+
+    def doubled(*lines: bytes) -> bytes:
+        return b"".join(b"data: " + line + b"\n\n\n\n" for line in lines)
+
+    for opener in (b"data: " + orjson.dumps(role), b": keep-alive", b": OPENROUTER PROCESSING"):
+        stream = doubled(opener, b"data: " + orjson.dumps(error))
+        assert detect_stream_overflow(stream, wire_format="openai") == Overflow(208934, 200000)
+    # the upstream's output so framed is output: an error after it is not read
+    said = {"choices": [{"index": 0, "delta": {"content": "Hello"}}]}
+    stream = doubled(b"data: " + orjson.dumps(said), b"data: " + orjson.dumps(error))
+    assert detect_stream_overflow(stream, wire_format="openai") is None
+
+
 def test_a_typed_error_event_without_an_error_key_is_read() -> None:
     # eurouter relays vLLM's refusal as {"message", "type": "stream_error", "code"}
     vllm = (
@@ -1810,6 +1828,32 @@ def test_shepherds_and_rvllms_wordings_are_read_with_their_counts() -> None:
     error = {"error": {"message": "prompt has 8300 tokens, max_model_len is 8192"}}
     stream = _sse(role, error) + b"data: [DONE]\n\n"
     assert detect_stream_overflow(stream, wire_format="openai") == Overflow(8300, 8192)
+    # vmlx, its window counting the one output token that must remain (413, code
+    # prompt_too_long: the output words beside it keep the code's own reading off)
+    vmlx = (
+        "prompt_too_long: tokenized prompt has 131450 tokens; the model has a declared context"
+        " of 131072 tokens including input and output. At least one output token must remain"
+        " (maximum input 131071). Shorten the prompt/history or use a larger-context model."
+    )
+    body = orjson.dumps({"error": {"message": vmlx, "code": "prompt_too_long"}})
+    assert detect_overflow(413, body, wire_format="openai") == Overflow(131450, 131071)
+
+
+def test_vertexs_advice_to_count_billing_characters_is_no_billing_error() -> None:
+    said = (
+        "Unable to submit request because the input token count is 1148762 but model only"
+        " supports up to 1048576. Reduce the input token count and try again. You can also use"
+        " the CountTokens API to calculate prompt token count and billing characters. Learn"
+        " more: https://cloud.google.com/vertex-ai/generative-ai/docs/multimodal/send-chat-prompts-gemini"
+    )
+    body = orjson.dumps({"error": {"code": 400, "message": said, "status": "INVALID_ARGUMENT"}})
+    assert detect_overflow(400, body, wire_format="gemini") == Overflow(1148762, 1048576)
+    # a billing error is one still
+    billing = "Billing is not enabled for this project. Enable billing to use the API."
+    body = orjson.dumps(
+        {"error": {"code": 400, "message": billing, "status": "FAILED_PRECONDITION"}}
+    )
+    assert detect_overflow(400, body, wire_format="gemini") is None
 
 
 def test_a_refusal_said_twice_behind_an_error_label_is_the_servers() -> None:
@@ -1923,6 +1967,32 @@ def test_an_error_between_a_proxys_own_tags_is_read_with_its_status() -> None:
         tagged + " Shall I shorten it?",
     ):
         assert detect_overflow(200, _whole_reply(text), wire_format="openai") is None, text
+
+
+def test_coding_cli_bridges_overflow_replies_are_read() -> None:
+    # Codex CLI's own refusal, as codex-exec-proxy relays it (an error object, whole or in
+    # a stream) and codex-proxy inside the CLI's whole stderr
+    codex = (
+        "Codex ran out of room in the model's context window. Start a new thread or clear"
+        " earlier history before retrying."
+    )
+    body = orjson.dumps({"detail": {"message": codex, "type": "server_error", "code": None}})
+    assert detect_overflow(500, body, wire_format="openai") == Overflow(None, None)
+    stderr = "Codex execution failed: OpenAI Codex v0.171.0\nERROR: " + codex + "\ntokens used\n0\n"
+    assert detect_overflow(500, orjson.dumps({"detail": stderr}), wire_format="openai")
+    # opencode-to-openai streams opencode's error as the first text behind a relay's tag,
+    # then finishes the reply with nothing more: a frame, read when the finish comes
+    said = (
+        "[Proxy Error] ContextOverflowError: Session too large to compact - context exceeds"
+        " model limit even after stripping media"
+    )
+    first = {"choices": [{"index": 0, "delta": {"content": said}, "finish_reason": None}]}
+    last = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+    stream = _sse(first, last) + b"data: [DONE]\n\n"
+    assert detect_stream_overflow(stream, wire_format="openai") == Overflow(None, None)
+    # more written after it: an answer
+    more = {"choices": [{"index": 0, "delta": {"content": " So I stopped."}}]}
+    assert detect_stream_overflow(_sse(first, more, last), wire_format="openai") is None
 
 
 def test_a_status_named_before_an_upstreams_address_is_the_upstreams() -> None:
@@ -5501,9 +5571,8 @@ _LEFT_MISSES: Final = {
     # not be processed. Please try again with something shorter."), finished "stop"
     "hb687-gpt4all-v3.4.0-chat-message-too-long-200": "a reply in a model's words",
     "hb687-gpt4all-v3.4.0-completions-message-too-long-200": "a reply in a model's words",
-    # codex-proxy writes "[Error] <code>: <message>" as one chunk and its finish in the
-    # next, as a model's answer streams; in a Gemini candidate finished "OTHER"
-    "hb688-codexproxy-v1024-chat-stream-error-as-text": "a frame without its finish reason",
+    # codex-proxy writes "[Error] <code>: <message>" in a Gemini candidate finished "OTHER"
+    # (its chat chunk so, its finish in the next, is read as a tagged frame since batch 955)
     "hb688-codexproxy-v1024-gemini-stream-error-candidate": "a frame in a Gemini candidate",
     # an exo fork's "Prefill would require ~38.42 GiB peak ... but the prefill ceiling is
     # 34.00 GiB": memory, no count of tokens

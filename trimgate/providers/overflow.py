@@ -73,6 +73,7 @@ from trimgate.providers.overflow_read import (
     counts_unspent,
     empty_message_item,
     empty_text_part,
+    error_tagged,
     fields_fill_window,
     incomplete_unspent,
     prompt_only_usage,
@@ -376,6 +377,10 @@ def _named(fields: list[tuple[bytes, bytes]]) -> tuple[str, bytes | None] | None
         if field == b"event":
             name = value.decode("utf-8", "replace").strip()
         elif field == b"data":
+            if value[:5] == b"data:":  # its own "data: " again before the upstream's line
+                value = value[5:].lstrip(b" ")  # (typingmind-proxy)
+            if value[:1] == b":":
+                continue  # ... and before a comment ("data: : keep-alive"): one still
             data.append(value)
         elif field == b"error":  # older llama.cpp servers (llama.cpp#16104): non-standard
             name = "error"
@@ -552,6 +557,8 @@ def _doc_output(doc: Any, held: str) -> tuple[str, Overflow | None]:
         return OUTPUT, None
     if bracketed_error(text) is not None or _ends_in_error_body(text):
         return FRAMED, found  # (a frame: "[Error: ...]", or an upstream's error body last)
+    if error_tagged(text) and _first_choice_delta(doc):
+        return FRAMED, found  # (... or a relay's tag first in a chat chunk, "[Proxy Error] ...")
     if cli_refusal(text) and _first_choice_delta(doc):
         return CLI_REFUSAL, found
     if len(text) > WORDED_REPLY_LIMIT:

@@ -1220,6 +1220,12 @@ def _counted_nothing(usage: Any) -> bool:
     return _is_zero(prompt) and _is_zero(output) and not any(counts)
 
 
+def error_tagged(text: str) -> bool:
+    """Whether a reply starts with a relay's tag for its error, "[Proxy Error] " or
+    "[LLMCycle Proxy Error]: " (``_ERROR_TAG_RE``)."""
+    return _ERROR_TAG_RE.match(text) is not None
+
+
 def bracketed_error(text: str) -> str | None:
     """The message of a reply that is wholly "[Error: <message>]" (a line break before it
     aside: local-ai-runtime's "\\n[Error: API stream 400: {...}]"), else None."""
@@ -1752,12 +1758,16 @@ def _never(text: str) -> bool:
     """A rate-limit, quota, billing, auth or safety wording, or a model's output cap (not
     in the Gemini CLI's startup log, whose whole metric lines are left out: bridges relay
     them with its stderr, "[STARTUP] Recording metric for phase: authenticate duration:
-    71.9"; nor in a failover's preface, "All API keys failed. Last error: ...")."""
+    71.9"; nor in a failover's preface, "All API keys failed. Last error: ..."; nor
+    Vertex's advice after an overflow, "use the CountTokens API to calculate prompt token
+    count and billing characters")."""
     low = text.lower()
     if "[startup] recording metric" in low:
         low = _STARTUP_METRIC_RE.sub(" ", low)
     if "failed" in low:
         low = _FAILOVER_PREFACE_RE.sub("", low, count=1)
+    if "billing characters" in low:  # (Vertex's advice: "... count and billing characters")
+        low = low.replace("billing characters", "characters")
     if any(word in low for word in _NEVER_WORDS):
         return True
     return any(hint in low for hint in _RATE_HINTS) and _RATE_RE.search(text) is not None

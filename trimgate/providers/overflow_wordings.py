@@ -272,6 +272,13 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
         r"maximum context length is (?P<max>{N}) tokens\. your conversation used (?P<real>{N})"
         r" tokens, leaving -?{N} for generation \(minimum (?P<comp>{N}) required\)"
     ),
+    # vmlx: "tokenized prompt has P tokens; the model has a declared context of W tokens
+    # including input and output. At least one output token must remain (maximum input L)."
+    _p(
+        r"\bprompt has (?P<real>{N}) tokens; the model has a declared context of {N} tokens"
+        r" including input and output\. at least one output token must remain \(maximum input"
+        r" (?P<max>{N})\)"
+    ),
     # rvllm: "prompt has P tokens, max_model_len is L"
     _p(r"\bprompt has (?P<real>{N}) tokens, max_model_len is (?P<max>{N})\b"),
     # Rapid-MLX: "... maximum context length is L tokens. However, you requested T tokens
@@ -299,6 +306,9 @@ _PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
     # LiteLLM / OpenAI-compatible proxies
     _p(r"requested token count exceeds the model'?s maximum context length of (?P<max>{N}) tokens"),
     _p(r"maximum context length (?:has been|was) exceeded"),
+    # Codex CLI's own, as the bridges that run it relay it: "Codex ran out of room in the
+    # model's context window. Start a new thread or clear earlier history before retrying."
+    _p(r"\bran out of room in the model'?s context window\b"),
     # gmlx's budget, the sum first and then its parts: "prompt is too long: T tokens > L
     # maximum. The request needs P prompt + C max generation tokens, which exceeds the
     # context window (max_kv_size)."
