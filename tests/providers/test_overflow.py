@@ -5779,6 +5779,12 @@ _LEFT_MISSES: Final = {
     "hb941-glm4-demo-stream-ignored-prompt": "a stream finished length, no usage",
     # llm-failover-proxy streams its attempts as the reply's text, line by line
     "hb930-lfp-stream-notice-openai-window": "a failover's attempts written as the reply",
+    # modelrelay's stop at a 131072 window, 172 reasoning tokens counted after a
+    # 130900-token prompt (a server's default cap after reasoning looks the same)
+    "hb948-mrelay-window-stop-reasoning": "a stop at length, reasoning counted",
+    # the OPEA agent's own answer, {"id", "text": "Error code: 400 - {...}", "prompt"}: an
+    # app's shape, none of the four formats
+    "hb954-opea-agent-vllm-overflow": "an app's own answer shape",
 }
 
 
@@ -6340,8 +6346,8 @@ def test_the_generic_readers_alone_read_no_look_alike(monkeypatch: pytest.Monkey
     # after batch 755, 6,451 of 7,026 (91.8%) after batch 794, 6,575 of 7,154 (91.9%)
     # after batch 809, 6,645 of 7,231 (91.9%) after batch 820, 6,724 of 7,316 (91.9%)
     # after batch 832, 6,792 of 7,388 (91.9%) after batch 842, 6,822 of 7,418 (92.0%)
-    # after batch 846, 7,184 of 7,814 (91.9%) after batch 903 and 7,517 of 8,166 (92.1%)
-    # after batch 943, whose collectors went
+    # after batch 846, 7,184 of 7,814 (91.9%) after batch 903, 7,517 of 8,166 (92.1%)
+    # after batch 943 and 7,653 of 8,307 (92.1%) after batch 958, whose collectors went
     # after servers' own wordings and packages' own envelopes (release by release, server
     # by server), which only a listing reads: the floor guards the generic readers against
     # narrowing, not the data's mix against
