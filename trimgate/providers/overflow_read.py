@@ -7,7 +7,7 @@ from __future__ import annotations
 import html
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any, Final
@@ -2195,20 +2195,25 @@ def _failed_attempt(status: int, facts: _Facts, patterns: Patterns) -> Overflow 
     said. A shorter prompt passes the upstream that refused it for its length."""
     if facts.named is not None:
         status = facts.named  # (the status an SDK's exception names stands for the answer's)
-    for start, end in facts.attempts:
-        alone = _Facts()
-        alone.texts = facts.texts[start:end]
+    for alone in _attempts(facts):
         found = _decide_whole(status, alone, patterns)
         if found is not None:
             return found
+    return None
+
+
+def _attempts(facts: _Facts) -> Iterator[_Facts]:
+    """The facts of each attempt a failover's summary holds: each error object of a list
+    of several (``_Facts.attempts``), then each attempt a message lists in words."""
+    for start, end in facts.attempts:
+        alone = _Facts()
+        alone.texts = facts.texts[start:end]
+        yield alone
     for text in facts.texts[:_MAX_ITEMS]:
         for attempt in failover_attempts(text):
             alone = _Facts()
             _add_text(attempt, alone, 0)
-            found = _decide_whole(status, alone, patterns)
-            if found is not None:
-                return found
-    return None
+            yield alone
 
 
 def failover_attempts(text: str) -> list[str]:
